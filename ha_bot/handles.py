@@ -218,7 +218,7 @@ ELEMENTWISE = (
     "add sub rsub mul div neg abs relu relu6 leaky_relu elu selu celu gelu silu mish sigmoid tanh "
     "hardswish hardsigmoid hardtanh softplus exp exp2 log log2 log1p sqrt rsqrt pow reciprocal sin cos "
     "erf erfc clamp clamp_min clamp_max where masked_fill floor ceil round sign square prelu glu "
-    "maximum minimum fmod remainder lerp addcmul addcdiv logical_and logical_or logical_not "
+    "maximum minimum fmod remainder floor_divide div_floor true_divide lerp addcmul addcdiv logical_and logical_or logical_not "
     "eq ne lt le gt ge bitwise_and bitwise_or bitwise_not threshold tril triu to type_as "
     "float half bfloat16 int long bool __and__ __or__ fill"
 ).split()

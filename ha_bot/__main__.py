@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from ha_bot.main import entry
+
+entry()

@@ -1,0 +1,100 @@
+"""Orchestrate one analysis: config -> load -> count -> cost -> report. One bad model never stops the others."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ha_bot import cost, report, targets
+from ha_bot.config import Config, ModelSpec
+from ha_bot.errors import ConfigError, HaBotError, ModelError
+from ha_bot.records import ModelCount
+
+Counter = Callable[[ModelSpec, str], ModelCount]
+
+
+def select_targets(config: Config, ids: Sequence[str] = (), files: Sequence[str] = ()) -> list[targets.Target]:
+    """The targets to estimate for: CLI ids override the config's; files and inline definitions add to the pool."""
+    pool = dict(targets.load_builtin())
+    for path in (*config.target_files, *files):
+        pool.update(targets.load_targets_file(path))
+    for doc in config.custom_targets:
+        t = targets.parse_target(doc, origin=config.path or "config")
+        pool[t.id] = t
+    return targets.resolve(list(ids) or list(config.targets), pool)
+
+
+def source_of(spec: ModelSpec) -> dict[str, Any]:
+    src: dict[str, Any] = {"python": spec.python} if spec.python else {"onnx": spec.onnx}
+    if spec.inputs:
+        src["inputs"] = [{"shape": list(i.shape), "dtype": i.dtype} for i in spec.inputs]
+    if spec.device != "cpu":
+        src["device"] = spec.device
+    return src
+
+
+def count_model(spec: ModelSpec, root: str) -> ModelCount:
+    """Count one model: ONNX in-process (no model code runs), Python in a sandboxed child process."""
+    if spec.onnx:
+        from ha_bot.count_onnx import count_onnx
+
+        path = os.path.join(root, spec.onnx)
+        shapes = {f"input{i}": list(s.shape) for i, s in enumerate(spec.inputs)} if spec.inputs else None
+        return count_onnx(path, input_shapes=shapes)
+    from ha_bot.sandbox import run_worker
+
+    job = {
+        "python": spec.python,
+        "root": root,
+        "kwargs": dict(spec.kwargs),
+        "inputs": [{"shape": list(i.shape), "dtype": i.dtype} for i in spec.inputs],
+        "device": spec.device,
+    }
+    answer = run_worker(job, timeout_s=spec.timeout_s, cwd=root)
+    if answer.get("status") != "ok":
+        raise ModelError(str(answer.get("error")))
+    return ModelCount.from_json(answer["count"])
+
+
+def analyze_model(
+    spec: ModelSpec, count: ModelCount, config: Config, chosen: Sequence[targets.Target],
+    precision: str | None = None, batches: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    prec = precision or spec.precision or config.precision
+    batch_sizes = list(batches or spec.batch_sizes or config.batch_sizes)
+    estimates = [cost.estimate(count, t, prec, b) for b in batch_sizes for t in chosen]
+    training = [
+        cost.training_step(count, t, e, config.training.optimizer, config.training.dataset_size)
+        for t, e in zip(chosen, estimates[: len(chosen)])
+    ]
+    return report.model_entry(spec.name, source_of(spec), count, prec, estimates, training)
+
+
+def analyze(
+    config: Config,
+    chosen: Sequence[targets.Target],
+    *,
+    precision: str | None = None,
+    batches: Sequence[int] | None = None,
+    counter: Counter = count_model,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    entries = []
+    for spec in config.models:
+        if progress:
+            progress(f"analysing {spec.name}")
+        try:
+            count = counter(spec, config.root)
+            entries.append(analyze_model(spec, count, config, chosen, precision, batches))
+        except ConfigError:
+            raise
+        except HaBotError as e:
+            entries.append(report.error_entry(spec.name, source_of(spec), str(e)))
+    settings = {
+        "precision": precision or config.precision,
+        "batch_sizes": list(batches or config.batch_sizes),
+        "targets": [t.id for t in chosen],
+        "training": {"optimizer": config.training.optimizer, "dataset_size": config.training.dataset_size},
+    }
+    return report.build(entries, chosen, settings)
