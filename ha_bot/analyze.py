@@ -20,7 +20,7 @@ def select_targets(config: Config, ids: Sequence[str] = (), files: Sequence[str]
     for path in (*config.target_files, *files):
         pool.update(targets.load_targets_file(path))
     for doc in config.custom_targets:
-        t = targets.parse_target(doc, origin=config.path or "config")
+        t = targets.parse_target(doc, origin=config.path or "config", line_of=targets._line_of(doc))
         pool[t.id] = t
     return targets.resolve(list(ids) or list(config.targets), pool)
 

@@ -2,8 +2,9 @@
 
 No model code runs: the file is parsed with ``onnx.load`` (external weight files are never read,
 only the tensors' declared shapes are needed), checked with ``onnx.checker``, its free dimensions
-are pinned (``input_shapes``, else 1) and shapes are inferred with ``onnx.shape_inference``.
-Large initializers are handed to the checker and to shape inference as typed graph inputs, so
+are pinned (``input_shapes``, else 1) and shapes are inferred with ``onnx.shape_inference``; where
+its data propagation stops (integer ``Div`` in shape arithmetic), small shape tensors are folded
+with numpy and inference runs again. Large initializers are handed to the checker and to shape inference as typed graph inputs, so
 their bytes are never copied and models above protobuf's 2 GiB limit still work.
 
 Each ``op_type`` has a small rule (``_RULES``) giving its class, MACs and FLOPs, and how it reads
@@ -39,7 +40,7 @@ import numpy as np
 import onnx
 import onnx.inliner
 from google.protobuf.message import DecodeError
-from onnx import TensorProto, helper, shape_inference
+from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from ha_bot.errors import ModelError
 from ha_bot.records import ModelCount, OpRecord
@@ -316,16 +317,12 @@ def _skeleton(model: onnx.ModelProto, weights: Mapping[str, TensorProto]) -> onn
         elif t.name not in inputs:
             sg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     sg.sparse_initializer.extend(g.sparse_initializer)
-    # Declared intermediate shapes were written for the export-time inputs: re-infer them, except
-    # for outputs of ops that have no schema (custom domains), whose shapes only the file knows.
+    # Declared shapes were written for the export-time inputs: re-infer them all, except the
+    # outputs of ops without a schema (custom domains), whose shapes only the file knows. Graph
+    # outputs are left out (inference reports them as value_info), so the checker cannot reject
+    # an output that declares no shape.
     no_schema = {o for n in g.node if not onnx.defs.has(n.op_type, n.domain) for o in n.output}
-    sg.value_info.extend(v for v in g.value_info if v.name in no_schema)
-    for o in g.output:
-        out = sg.output.add()
-        out.CopyFrom(o)
-        if o.name not in no_schema:
-            for d in out.type.tensor_type.shape.dim:
-                d.Clear()
+    sg.value_info.extend(v for v in (*g.value_info, *g.output) if v.name in no_schema)
     return skel
 
 
@@ -338,8 +335,10 @@ def _pin_inputs(graph: onnx.GraphProto, weights: Mapping[str, TensorProto], path
     if unknown:
         names = ", ".join(i.name for i in real)
         raise ModelError(f"{path}: input_shapes names unknown input(s) {unknown}; the inputs are: {names}")
-    defaulted = []
+    defaulted: list[tuple[str, int, str]] = []
     for inp in real:
+        if not inp.type.HasField("tensor_type"):
+            raise ModelError(f"{path}: input '{inp.name}' is not a tensor; only tensor inputs are supported")
         tt = inp.type.tensor_type
         if inp.name in given:
             dims = [int(d) for d in given[inp.name]]
@@ -350,22 +349,20 @@ def _pin_inputs(graph: onnx.GraphProto, weights: Mapping[str, TensorProto], path
             raise ModelError(f"{path}: input '{inp.name}' declares no shape; pass input_shapes")
         else:
             dims = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-            defaulted += [f"{inp.name}[{k}]={d.dim_param or '?'}" for k, d in enumerate(tt.shape.dim)
+            defaulted += [(inp.name, k, d.dim_param or "?") for k, d in enumerate(tt.shape.dim)
                           if not d.HasField("dim_value")]
         tt.ClearField("shape")
         tt.shape.SetInParent()
         for d in dims:
             tt.shape.dim.add().dim_value = d
-    if defaulted:
-        log.info("%s: free input dimensions set to 1: %s", path, ", ".join(defaulted))
+    if defaulted:  # a free batch dim is expected; a free sequence length deserves a warning
+        level = logging.WARNING if any(k > 0 for _, k, _ in defaulted) else logging.INFO
+        log.log(level, "%s: free input dimensions set to 1 (pass input_shapes to choose): %s",
+                path, ", ".join(f"{name}[{k}]={p}" for name, k, p in defaulted))
     return real
 
 
-def _shapes(model: onnx.ModelProto, path: str) -> dict[str, tuple[Shape | None, int]]:
-    try:
-        onnx.checker.check_model(model)
-    except (onnx.checker.ValidationError, ValueError, RuntimeError) as e:
-        raise ModelError(f"{path}: invalid ONNX model: {str(e).strip().splitlines()[0]}") from e
+def _infer(model: onnx.ModelProto, path: str) -> dict[str, tuple[Shape | None, int]]:
     try:
         inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
@@ -381,6 +378,147 @@ def _shapes(model: onnx.ModelProto, path: str) -> dict[str, tuple[Shape | None, 
     for t in g.initializer:
         info[t.name] = (tuple(t.dims), t.data_type)
     return info
+
+
+def _shapes(model: onnx.ModelProto, path: str) -> dict[str, tuple[Shape | None, int]]:
+    """Inferred (shape, elem_type) per tensor name; ``model`` is a skeleton and gets modified.
+
+    ONNX's data propagation stops at some shape arithmetic (``Div``, which the TorchScript exporter
+    emits for ``d // heads``). When shapes stay unknown, the small tensors that became computable
+    are folded here with numpy, pinned as initializers, and inference runs again.
+    """
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError, RuntimeError) as e:
+        raise ModelError(f"{path}: invalid ONNX model: {str(e).strip().splitlines()[0]}") from e
+    nodes = list(model.graph.node)
+    values: dict[str, np.ndarray] | None = None
+    while True:
+        info = _infer(model, path)
+        if all(info.get(o, (None,))[0] is not None for n in nodes for o in n.output if o):
+            return info
+        if values is None:
+            values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        folded = _fold(nodes, info, values)
+        if not folded:
+            return info
+        g = model.graph
+        kept = [n for n in g.node if not all(o in values for o in n.output if o)]
+        del g.node[:]
+        g.node.extend(kept)
+        g.initializer.extend(numpy_helper.from_array(values[name], name) for name in folded)
+
+
+def _fold(nodes: Sequence[onnx.NodeProto], info: Mapping[str, tuple[Shape | None, int]],
+          values: dict[str, np.ndarray]) -> list[str]:
+    """Compute the small tensors whose inputs are now known; returns the new names."""
+    new: list[str] = []
+    for node in nodes:
+        fn = _FOLD.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if fn is None or len(node.output) != 1 or node.output[0] in values:
+            continue
+        if node.op_type in ("Shape", "Size"):
+            shape = info.get(node.input[0], (None,))[0]
+            if shape is None:
+                continue
+            args: list[Any] = [shape]
+        elif all(x in values for x in node.input if x):
+            args = [values[x] if x else None for x in node.input]
+        else:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        try:
+            result = np.asarray(fn(attrs, *args))
+        except Exception:  # a value we cannot compute stays unknown
+            continue
+        if result.size <= _KEEP_VALUES:
+            values[node.output[0]] = result
+            new.append(node.output[0])
+    return new
+
+
+def _constant(attrs: dict[str, Any]) -> np.ndarray:
+    if "value" in attrs:
+        return numpy_helper.to_array(attrs["value"])
+    for key, dtype in (("value_int", np.int64), ("value_ints", np.int64),
+                       ("value_float", np.float32), ("value_floats", np.float32)):
+        if key in attrs:
+            return np.array(attrs[key], dtype)
+    raise ValueError("unsupported Constant")
+
+
+def _div(attrs: dict[str, Any], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.issubdtype(a.dtype, np.integer):  # ONNX integer division truncates toward zero
+        return (np.abs(a) // np.abs(b)) * np.sign(a) * np.sign(b)
+    return a / b
+
+
+def _axes(attrs: dict[str, Any], given: np.ndarray | None) -> list[int] | None:
+    axes = given if given is not None else attrs.get("axes")
+    return None if axes is None else [int(x) for x in np.ravel(axes)]
+
+
+def _unsqueeze(attrs: dict[str, Any], a: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+    ax = _axes(attrs, axes) or []
+    rank = a.ndim + len(ax)
+    for k in sorted(x % rank for x in ax):
+        a = np.expand_dims(a, k)
+    return a
+
+
+def _squeeze(attrs: dict[str, Any], a: np.ndarray, axes: np.ndarray | None = None) -> np.ndarray:
+    ax = _axes(attrs, axes)
+    return np.squeeze(a) if ax is None else np.squeeze(a, tuple(x % a.ndim for x in ax))
+
+
+def _slice(attrs: dict[str, Any], a: np.ndarray, starts: Any = None, ends: Any = None,
+           axes: Any = None, steps: Any = None) -> np.ndarray:
+    starts = attrs["starts"] if starts is None else starts
+    ends = attrs["ends"] if ends is None else ends
+    axes = attrs.get("axes", range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * a.ndim
+    for s, e, ax, st in zip(starts, ends, axes, steps, strict=True):
+        index[int(ax)] = slice(int(s), int(e), int(st))
+    return a[tuple(index)]
+
+
+def _reshape(attrs: dict[str, Any], a: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    keep = not attrs.get("allowzero", 0)
+    return a.reshape([a.shape[i] if d == 0 and keep else int(d) for i, d in enumerate(shape)])
+
+
+def _constant_of_shape(attrs: dict[str, Any], shape: np.ndarray) -> np.ndarray:
+    fill = numpy_helper.to_array(attrs["value"]) if "value" in attrs else np.zeros(1, np.float32)
+    return np.full([int(x) for x in shape], fill.ravel()[0], fill.dtype)
+
+
+def _expand(attrs: dict[str, Any], a: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(a, np.broadcast_shapes(a.shape, tuple(int(x) for x in shape))).copy()
+
+
+_FOLD: dict[str, Callable[..., Any]] = {
+    "Constant": _constant,
+    "Shape": lambda at, s: np.array(s[at.get("start", 0):at.get("end", len(s))], np.int64),
+    "Size": lambda at, s: np.array(math.prod(s), np.int64),
+    "Identity": lambda at, a: a,
+    "Cast": lambda at, a: a.astype(helper.tensor_dtype_to_np_dtype(at["to"])),
+    "CastLike": lambda at, a, b: a.astype(b.dtype),
+    "Gather": lambda at, a, i: np.take(a, i, axis=at.get("axis", 0)),
+    "Unsqueeze": _unsqueeze, "Squeeze": _squeeze, "Slice": _slice, "Reshape": _reshape,
+    "Concat": lambda at, *xs: np.concatenate(xs, axis=at["axis"]),
+    "Add": lambda at, a, b: a + b, "Sub": lambda at, a, b: a - b, "Mul": lambda at, a, b: a * b,
+    "Div": _div, "Neg": lambda at, a: -a, "Abs": lambda at, a: np.abs(a),
+    "Floor": lambda at, a: np.floor(a), "Ceil": lambda at, a: np.ceil(a),
+    "Sqrt": lambda at, a: np.sqrt(a),
+    "Max": lambda at, *xs: np.maximum.reduce(np.broadcast_arrays(*xs)),
+    "Min": lambda at, *xs: np.minimum.reduce(np.broadcast_arrays(*xs)),
+    "Equal": lambda at, a, b: a == b, "Less": lambda at, a, b: a < b,
+    "Greater": lambda at, a, b: a > b, "Not": lambda at, a: ~a,
+    "Where": lambda at, c, a, b: np.where(c, a, b),
+    "Range": lambda at, start, limit, delta: np.arange(start, limit, delta, dtype=start.dtype),
+    "ConstantOfShape": _constant_of_shape, "Expand": _expand,
+}
 
 
 # ---- scopes -----------------------------------------------------------------------------------
@@ -407,6 +545,77 @@ def _scope(node: onnx.NodeProto) -> str:
 
 # ---- counting ---------------------------------------------------------------------------------
 
+class _Tensors:
+    """Names -> storage ids. Activations get storage; views alias it; weights/constants get none."""
+
+    def __init__(self, info: Mapping[str, tuple[Shape | None, int]], const: set[str]) -> None:
+        self.info, self.const = info, const
+        self.ids: dict[str, int] = {}
+        self.sizes: dict[int, int] = {}  # storage id -> float elements, or bytes if not float
+        self.floats: set[int] = set()
+
+    def new(self, name: str) -> int:
+        shape, et = self.info[name]
+        sid = self.ids[name] = len(self.sizes)
+        if et in _FLOAT_TYPES:
+            self.sizes[sid] = _numel(shape)
+            self.floats.add(sid)
+        else:
+            self.sizes[sid] = _numel(shape) * _itemsize(et)
+        return sid
+
+
+def _record(node: onnx.NodeProto, label: str, work: _Work, supported: bool, n: _Node,
+            t: _Tensors) -> OpRecord:
+    """Bytes of one non-view node: float activations/weights read, float written, other bytes."""
+    act_in = w_in = out = fixed = 0
+    ins: list[int] = []
+    for k, name in enumerate(node.input):
+        if not name or work.reads == "none" or name in node.input[:k]:
+            continue
+        shape, et = t.info[name]
+        elems = n.out if (work.reads == "out" and k == 0) else _numel(shape)
+        if et not in _FLOAT_TYPES:
+            fixed += elems * _itemsize(et)
+        elif name in t.const:
+            w_in += elems
+        else:
+            act_in += elems
+        if name in t.ids:
+            ins.append(t.ids[name])
+    outs: list[int] = []
+    for name in filter(None, node.output):
+        shape, et = t.info[name]
+        if et in _FLOAT_TYPES:
+            out += _numel(shape)
+        else:
+            fixed += _numel(shape) * _itemsize(et)
+        outs.append(t.new(name))
+    return OpRecord(f"onnx::{label}", _scope(node), work.op_class, work.macs, work.flops, act_in,
+                    w_in, out, fixed, supported, tuple(dict.fromkeys(ins)), tuple(outs))
+
+
+def _weight_totals(graph: onnx.GraphProto, weights: Mapping[str, TensorProto],
+                   aliases: Sequence[str], info: Mapping[str, tuple[Shape | None, int]],
+                   ) -> tuple[int, int, int]:
+    """(params, buffers, weight_fixed_bytes) over unique initializers and merged-weight aliases."""
+    buffers_at = {name for n in graph.node for i, name in enumerate(n.input)
+                  if i in _BUFFER_SLOTS.get(n.op_type, ())}
+    constants = [o for n in graph.node if n.op_type == "Constant" for o in n.output]
+    params = buffers = fixed = 0
+    for name in (*weights, *aliases, *constants):
+        t = weights.get(name)
+        shape, et = (tuple(t.dims), t.data_type) if t is not None else info[name]
+        size = _numel(shape)
+        if et not in _FLOAT_TYPES:
+            fixed += size * _itemsize(et)
+        elif name in buffers_at or name in constants or name.endswith(_BUFFER_SUFFIXES) or size <= 1:
+            buffers += size
+        else:
+            params += size
+    return params, buffers, fixed
+
+
 def count_onnx(path: str | os.PathLike[str], *,
                input_shapes: Mapping[str, Sequence[int]] | None = None) -> ModelCount:
     """Count every node of the ONNX model at ``path`` (free input dims: ``input_shapes`` or 1)."""
@@ -423,114 +632,41 @@ def count_onnx(path: str | os.PathLike[str], *,
     real_inputs = _pin_inputs(skel.graph, weights, path, input_shapes)
     info = _shapes(skel, path)
 
-    const: set[str] = set(weights)  # names whose values are fixed: initializers, Constant outputs
-    storage: dict[str, int] = {}  # activation name -> storage id
-    tensors: dict[int, int] = {}
-    floats: set[int] = set()
-
-    def new_storage(name: str) -> int:
-        shape, et = info[name]
-        sid = storage[name] = len(tensors)
-        if et in _FLOAT_TYPES:
-            tensors[sid] = _numel(shape)
-            floats.add(sid)
-        else:
-            tensors[sid] = _numel(shape) * _itemsize(et)
-        return sid
-
+    t = _Tensors(info, set(weights))  # const: initializers, Constant outputs, views of those
     for inp in real_inputs:
-        new_storage(inp.name)
-
-    params = buffers = weight_fixed = 0
-    weight_names = dict.fromkeys(weights)  # initializers + Identity aliases the exporter merged
-    buffer_names = {n for n in weights if n.endswith(_BUFFER_SUFFIXES)}
+        t.new(inp.name)
+    aliases: list[str] = []  # Identity(initializer): a weight the exporter merged with an equal one
     records: list[OpRecord] = []
-
     for node in graph.node:
-        op = node.op_type
-        label = op if node.domain in ("", "ai.onnx") else f"{node.domain}.{op}"
+        label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
         for k, name in enumerate((*node.input, *node.output)):
             if name and (name not in info or info[name][0] is None):
                 where = "input" if k < len(node.input) else "output"
                 raise ModelError(
                     f"{path}: cannot infer the shape of {where} '{name}' of node "
                     f"'{node.name or '(unnamed)'}' ({label}); pass input_shapes or add value_info")
-        slots = _BUFFER_SLOTS.get(op, ())
-        for i, name in enumerate(node.input):
-            if i in slots and name in weight_names:
-                buffer_names.add(name)
-
         n = _Node(node, [info[x][0] if x else None for x in node.input],
                   [info[x][0] if x else None for x in node.output],
-                  [x in const for x in node.input])
-        rule = _RULES.get(op) if node.domain in ("", "ai.onnx") else None
+                  [x in t.const for x in node.input])
+        rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         work = rule(n) if rule is not None else _Work("other")
-
-        if work.op_class == "view":
-            src = node.input[0] if node.input else ""
-            for name in node.output:
-                if op == "Constant" or src in const:
-                    const.add(name)
-                    if op == "Identity" and src in weight_names:
-                        weight_names[name] = None
-                elif src in storage:
-                    storage[name] = storage[src]
-            ins = (storage[src],) if src in storage else ()
-            records.append(OpRecord(f"onnx::{label}", _scope(node), "view", 0, 0, 0, 0, 0, 0,
-                                    rule is not None, ins))
+        if work.op_class != "view":
+            records.append(_record(node, label, work, rule is not None, n, t))
             continue
+        src = node.input[0] if node.input else ""
+        for name in filter(None, node.output):
+            if node.op_type == "Constant" or src in t.const:
+                t.const.add(name)
+                if node.op_type == "Identity" and (src in weights or src in aliases):
+                    aliases.append(name)
+            elif src in t.ids:
+                t.ids[name] = t.ids[src]
+        records.append(OpRecord(f"onnx::{label}", _scope(node), "view", 0, 0, 0, 0, 0, 0, True,
+                                (t.ids[src],) if src in t.ids else ()))
 
-        act_in = w_in = out = fixed = 0
-        ins_ids: list[int] = []
-        out0 = n.out
-        for k, name in enumerate(node.input):
-            if not name or work.reads == "none" or name in node.input[:k]:
-                continue
-            shape, et = info[name]
-            elems = out0 if (work.reads == "out" and k == 0) else _numel(shape)
-            if et not in _FLOAT_TYPES:
-                fixed += elems * _itemsize(et)
-            elif name in const:
-                w_in += elems
-            else:
-                act_in += elems
-            if name in storage:
-                ins_ids.append(storage[name])
-        outs_ids: list[int] = []
-        for name in node.output:
-            if not name:
-                continue
-            shape, et = info[name]
-            if et in _FLOAT_TYPES:
-                out += _numel(shape)
-            else:
-                fixed += _numel(shape) * _itemsize(et)
-            outs_ids.append(new_storage(name))
-        records.append(OpRecord(
-            f"onnx::{label}", _scope(node), work.op_class, work.macs, work.flops, act_in, w_in, out,
-            fixed, rule is not None, tuple(dict.fromkeys(ins_ids)), tuple(outs_ids)))
-
-    # Constant-node tensors are buffers too; every merged-weight alias counts as its own tensor.
-    for node in graph.node:
-        if node.op_type == "Constant":
-            for name in node.output:
-                buffer_names.add(name)
-                weight_names.setdefault(name, None)
-    for name in weight_names:
-        shape, et = info.get(name, (None, 0))
-        if name in weights:
-            t = weights[name]
-            shape, et = tuple(t.dims), t.data_type
-        size = _numel(shape)
-        if et not in _FLOAT_TYPES:
-            weight_fixed += size * _itemsize(et)
-        elif name in buffer_names or size <= 1:
-            buffers += size
-        else:
-            params += size
-
+    params, buffers, weight_fixed = _weight_totals(graph, weights, aliases, info)
     first = real_inputs[0].type.tensor_type.shape.dim if real_inputs else []
     batch = first[0].dim_value if len(first) else 1
-    input_elems = sum(tensors[storage[i.name]] for i in real_inputs if storage[i.name] in floats)
-    return ModelCount("onnx", max(batch, 1), params, buffers, weight_fixed, input_elems, tensors,
-                      frozenset(floats), tuple(records))
+    input_elems = sum(t.sizes[t.ids[i.name]] for i in real_inputs if t.ids[i.name] in t.floats)
+    return ModelCount("onnx", max(batch, 1), params, buffers, weight_fixed, input_elems, t.sizes,
+                      frozenset(t.floats), tuple(records))

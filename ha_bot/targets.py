@@ -92,6 +92,7 @@ DEFAULT_IDLE_FRACTION = 0.3
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 LineOf = Callable[[str], "int | None"]
+_REQUIRED = object()  # a field with no default: it must be given, or inherited from a base
 
 
 class _At:
@@ -185,7 +186,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
                                       f"precision of: {', '.join(PRECISIONS)}")
     peaks = {p: peaks[p] for p in PRECISIONS if p in peaks}
 
-    vector = number("vector_tflops", "vector_flops", 1e12, default=peaks.get("fp32"))
+    vector = number("vector_tflops", "vector_flops", 1e12) or peaks.get("fp32")
     if vector is None:
         raise at.error("vector_tflops", f"missing: target {tid!r} has no fp32 peak, so give its fp32 "
                                         "vector rate (TFLOP/s)")
@@ -195,7 +196,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
         at.keys([c], EFFICIENCY_CLASSES, "efficiency", "op class")
         efficiency[c] = DEFAULT_EFFICIENCY[c] if v is None else at.number(v, f"efficiency.{c}", high=1.0)
 
-    half = number("half_efficiency_gflop", "half_flops", 1e9, default=_default_half(kind, peaks), low_ok=True)
+    half = number("half_efficiency_gflop", "half_flops", 1e9, low_ok=True)
     if half is None:
         half = _default_half(kind, peaks)
 
@@ -225,7 +226,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
 
     return Target(
         id=tid,
-        name=at.text(doc["name"], "name") if doc.get("name") is not None else (base.name if base else tid),
+        name=at.text(doc["name"], "name") if doc.get("name") is not None else base.name if base else tid,
         kind=kind,
         peak_flops=peaks,
         vector_flops=vector,
@@ -245,8 +246,6 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
         origin=origin,
     )
 
-
-_REQUIRED = object()
 
 
 def _base(doc: Mapping[str, Any], tid: str, at: _At, bases: Mapping[str, Target]) -> Target | None:

@@ -1,0 +1,190 @@
+"""Measure real latency, to check estimates against: onnxruntime sessions and eager PyTorch.
+
+The onnxruntime session is built exactly as :mod:`ha_bot.calibrate` builds the sessions of its
+micro-benchmarks (same thread count, same graph optimisation level), so that a target calibrated
+with ``ha-bot calibrate`` and a model measured here describe the same runtime.
+
+Timing: ``warmup`` untimed runs, then ``reps`` timed runs; the figures are the median and the 10th
+and 90th percentiles of the per-run wall times (``time.perf_counter``; CUDA events on a GPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+
+class Measurement(NamedTuple):
+    median_s: float
+    p10_s: float
+    p90_s: float
+    reps: int
+
+
+def cpu_threads() -> int:
+    """Cores this process may run on (the affinity mask when the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of ``values`` (0 <= q <= 1)."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("quantile of no values")
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def summarize(times: Sequence[float]) -> Measurement:
+    return Measurement(statistics.median(times), quantile(times, 0.1), quantile(times, 0.9), len(times))
+
+
+def time_calls(fn: Callable[[], object], *, warmup: int, reps: int,
+               clock: Callable[[Callable[[], object]], float] | None = None) -> list[float]:
+    """Wall time of each of ``reps`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(max(0, warmup)):
+        fn()
+    if clock is not None:
+        return [clock(fn) for _ in range(max(1, reps))]
+    out = []
+    for _ in range(max(1, reps)):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# --- onnxruntime -------------------------------------------------------------------------------
+
+
+def ort_providers(device: str) -> list[str]:
+    """Execution providers for ``device`` ("cpu" | "cuda"); a clear error when CUDA is not there."""
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise RuntimeError(
+            "onnxruntime has no CUDAExecutionProvider here (install onnxruntime-gpu on a CUDA "
+            "machine), or use --engine torch with a CUDA build of PyTorch"
+        )
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def ort_session(model: str | bytes, *, threads: int | None = None, device: str = "cpu") -> Any:
+    """An onnxruntime session as ha-bot times it: all graph optimisations, ``threads`` intra-op."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads or cpu_threads()
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    return ort.InferenceSession(model, so, providers=ort_providers(device))
+
+
+def ort_feeds(session: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
+    """Session feeds from positional inputs (numpy arrays or CPU tensors) or a name mapping."""
+    import numpy as np
+
+    if isinstance(inputs, Mapping):
+        items = dict(inputs)
+    else:
+        names = [i.name for i in session.get_inputs()]
+        if len(names) != len(inputs):
+            raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), got {len(inputs)}")
+        items = dict(zip(names, inputs, strict=True))
+    return {k: np.ascontiguousarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+            for k, v in items.items()}
+
+
+def measure_session(session: Any, feeds: Mapping[str, Any], *, warmup: int = 3, reps: int = 20) -> Measurement:
+    feeds = dict(feeds)
+    return summarize(time_calls(lambda: session.run(None, feeds), warmup=warmup, reps=reps))
+
+
+def measure_onnx(path: str | bytes, inputs: Sequence[Any] | Mapping[str, Any], *, warmup: int = 3,
+                 reps: int = 20, threads: int | None = None, device: str = "cpu") -> Measurement:
+    """Latency of one onnxruntime ``run`` of the model at ``path`` (or serialized bytes)."""
+    session = ort_session(path, threads=threads, device=device)
+    return measure_session(session, ort_feeds(session, inputs), warmup=warmup, reps=reps)
+
+
+# --- PyTorch -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or cpu_threads())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def cuda_clock(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes on the current CUDA stream (events; synchronised)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / 1e3
+
+
+def measure_torch(model: Any, inputs: Sequence[Any], *, warmup: int = 3, reps: int = 20,
+                  threads: int | None = None) -> Measurement:
+    """Latency of ``model(*inputs)`` in eager PyTorch: eval, inference mode, synchronised on CUDA."""
+    import torch
+
+    model.eval()
+    on_cuda = any(getattr(t, "is_cuda", False) for t in inputs)
+    with _torch_threads(threads), torch.inference_mode():
+        times = time_calls(lambda: model(*inputs), warmup=warmup, reps=reps,
+                           clock=cuda_clock if on_cuda else None)
+    return summarize(times)
+
+
+def export_onnx(model: Any, inputs: Sequence[Any], path: str, *, opset: int = 17) -> str:
+    """Export ``model(*inputs)`` to ONNX at ``path`` with the TorchScript exporter (``dynamo=False``).
+
+    PyTorch's fused transformer fast path is switched off while exporting so that attention exports
+    as the plain ops ha-bot counts. Returns ``path``.
+    """
+    import inspect
+
+    import torch
+
+    model.eval()
+    kwargs: dict[str, Any] = {"opset_version": opset, "do_constant_folding": True}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    names = [f"input{i}" for i in range(len(inputs))]
+    mha = getattr(torch.backends, "mha", None)
+    fast = mha.get_fastpath_enabled() if mha else None
+    if mha:
+        mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, tuple(inputs), path, input_names=names, **kwargs)
+    finally:
+        if mha and fast is not None:
+            mha.set_fastpath_enabled(fast)
+    return path
