@@ -36,12 +36,16 @@ def source_of(spec: ModelSpec) -> dict[str, Any]:
 
 def count_model(spec: ModelSpec, root: str) -> ModelCount:
     """Count one model: ONNX in-process (no model code runs), Python in a sandboxed child process."""
+    return count_model_deps(spec, root)[0]
+
+
+def count_model_deps(spec: ModelSpec, root: str) -> tuple[ModelCount, list[str]]:
+    """The count and the repository files it depended on (for the cache)."""
     if spec.onnx:
         from ha_bot.count_onnx import count_onnx
 
         path = os.path.join(root, spec.onnx)
-        shapes = {f"input{i}": list(s.shape) for i, s in enumerate(spec.inputs)} if spec.inputs else None
-        return count_onnx(path, input_shapes=shapes)
+        return count_onnx(path, input_shapes=_onnx_shapes(path, spec)), [os.path.relpath(path, root)]
     from ha_bot.sandbox import run_worker
 
     job = {
@@ -54,7 +58,36 @@ def count_model(spec: ModelSpec, root: str) -> ModelCount:
     answer = run_worker(job, timeout_s=spec.timeout_s, cwd=root)
     if answer.get("status") != "ok":
         raise ModelError(str(answer.get("error")))
-    return ModelCount.from_json(answer["count"])
+    return ModelCount.from_json(answer["count"]), list(answer.get("deps", []))
+
+
+def _onnx_shapes(path: str, spec: ModelSpec) -> dict[str, list[int]] | None:
+    """Declared `inputs:` of an ONNX model, matched to its graph inputs by position."""
+    if not spec.inputs:
+        return None
+    import onnx
+
+    try:
+        graph = onnx.load(path, load_external_data=False).graph
+    except Exception:
+        return None  # count_onnx reports the unreadable file with the right message
+    weights = {t.name for t in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in weights]
+    return {n: list(s.shape) for n, s in zip(names, spec.inputs)}
+
+
+def cached_counter(cache: Any) -> Counter:
+    """A counter that reuses counts whose inputs (files, spec, versions) are unchanged."""
+
+    def counter(spec: ModelSpec, root: str) -> ModelCount:
+        hit = cache.get(spec, root)
+        if hit is not None:
+            return hit  # type: ignore[no-any-return]
+        count, deps = count_model_deps(spec, root)
+        cache.put(spec, root, count, deps)
+        return count
+
+    return counter
 
 
 def analyze_model(

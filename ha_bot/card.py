@@ -159,7 +159,8 @@ def _splice_front(parts: _Parts, block: Sequence[str], path: str) -> list[str]:
     if doc is not None and not isinstance(doc, Mapping):
         raise CardError(f"front matter must be a YAML mapping (key: value), not a {type(doc).__name__}",
                         file=path, line=first)
-    if doc is not None and doc.fa.flow_style():
+    fa = getattr(doc, "fa", None)
+    if fa is not None and fa.flow_style():
         raise CardError("front matter is a flow mapping ({...}); write it in block style to let ha-bot add "
                         f"its `{KEY}:` key", file=path, line=first)
     found = _block_range(parts.front, doc)
@@ -353,7 +354,7 @@ def render_section(model: Mapping[str, Any], version: str, training: Mapping[str
     unsupported = model.get("unsupported_ops") or []
     if unsupported:
         parts += ["", "Ops without a FLOP rule (their bytes are still counted): " + ", ".join(
-            f"`{render.esc(u['op'])}` x{u['count']}" for u in unsupported) + "."]
+            f"{render.esc(u['op'])} x{u['count']}" for u in unsupported) + "."]
     if model.get("training"):
         rows = [[render.esc(t["target"]), render.esc(t["precision"]), str(t["batch"]), render.esc(t["optimizer"]),
                  render.fmt_time(t["step_s"]), render.fmt_time(t["epoch_s"]), render.fmt_bytes(t["memory_bytes"]),

@@ -67,6 +67,41 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    import json
+
+    from ha_bot import comment, compare
+
+    progress = (lambda msg: print(f"ha-bot: {msg}", file=sys.stderr)) if not args.quiet else None
+    result = compare.compare(
+        os.getcwd(), base_ref=args.base, head_ref=args.head, config_path=args.config,
+        cache_dir=args.cache_dir, use_cache=not args.no_cache, progress=progress,
+    )
+    d = result.diff
+    if args.json:
+        sys.stdout.write(json.dumps(d, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(comment.summary(d))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(json.dumps(d, sort_keys=True, indent=2, ensure_ascii=False) + "\n")
+    if progress:
+        progress(f"cache: {result.cache_hits} hit(s), {result.cache_misses} miss(es)")
+    return EXIT_FAILED if d["status"] == "failure" else EXIT_OK
+
+
+def cmd_action(args: argparse.Namespace) -> int:
+    from ha_bot import action
+
+    return action.run_action()
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from ha_bot import action
+
+    return action.publish(args.report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ha_bot.targets import PRECISIONS
 
@@ -89,6 +124,25 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--output", "-o", metavar="FILE", help="also write the JSON report to FILE")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     a.set_defaults(func=cmd_analyze)
+
+    d = sub.add_parser("diff", help="compare the merge-base of --base with --head (default: the working tree)")
+    d.add_argument("--base", metavar="REF", help="base branch or commit (default: the PR base on Actions, else origin/HEAD, origin/main, main)")
+    d.add_argument("--head", metavar="REF", help="head commit (default: the working tree, uncommitted changes included)")
+    d.add_argument("--config", default=".ha-bot.yml", help="config file, relative to the repository (default: .ha-bot.yml)")
+    dfmt = d.add_mutually_exclusive_group()
+    dfmt.add_argument("--json", action="store_true", help="print the JSON diff")
+    dfmt.add_argument("--markdown", action="store_true", help="print Markdown (the default)")
+    d.add_argument("--output", "-o", metavar="FILE", help="also write the JSON diff to FILE")
+    d.add_argument("--cache-dir", metavar="DIR", help="count cache (default: .ha-bot-cache in the repository)")
+    d.add_argument("--no-cache", action="store_true", help="analyse everything again")
+    d.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    d.set_defaults(func=cmd_diff)
+
+    ac = sub.add_parser("action", help="the GitHub Action entrypoint (reads GITHUB_* and INPUT_* variables)")
+    ac.set_defaults(func=cmd_action)
+    pu = sub.add_parser("publish", help="post the comment and status from a report (the workflow_run half of the fork pattern)")
+    pu.add_argument("--report", required=True, metavar="FILE", help="the report written by `ha-bot action` in the pull_request workflow")
+    pu.set_defaults(func=cmd_publish)
 
     t = sub.add_parser("targets", help="list the built-in hardware targets, or show one with its sources")
     t.add_argument("id", nargs="*", help="show these targets in full")

@@ -96,7 +96,20 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             f"tracing with inputs [{shapes}] failed: {type(e).__name__}: {msg}{_user_frame(e.__traceback__, root)}"
             " (check `inputs:` shapes and dtypes)"
         ) from None
-    return {"status": "ok", "count": count.to_json()}
+    return {"status": "ok", "count": count.to_json(), "deps": _repo_files_loaded(root)}
+
+
+def _repo_files_loaded(root: str) -> list[str]:
+    """Files of the user's tree that model code imported: what the cache must hash."""
+    deps = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not path:
+            continue
+        path = os.path.abspath(path)
+        if path.startswith(root + os.sep) and "site-packages" not in path and os.sep + ".venv" not in path:
+            deps.add(os.path.relpath(path, root))
+    return sorted(deps)
 
 
 RESULT_PREFIX = "@@ha-bot-result@@ "

@@ -184,7 +184,7 @@ class FakeGitHub:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 
@@ -333,27 +333,44 @@ class FakeGitHub:
         template, handler_name, match = found
         self.log.append(Logged(method, path, template, query, headers, body))
         with self._lock:
-            for key in ((method, template), (method, "*"), ("*", template), ("*", "*")):
-                queue = self._faults.get(key)
-                if queue:
-                    fault = queue.popleft()
-                    return _Reply(fault.status, fault.body, fault.headers)
-            auth = headers.get("authorization", "")
-            if self.token is not None and auth.split(" ", 1)[-1] != self.token:
-                return _Reply(401, {"message": "Bad credentials", "documentation_url": DOCS})
-            params = {k: v for k, v in match.groupdict().items() if v is not None}
-            if "repo_id" in params:
-                full = next(
-                    (n for n, r in self.repos.items() if str(r["id"]) == params["repo_id"]), None
-                )
-            else:
-                full = f"{params['owner']}/{params['repo']}" if "owner" in params else None
-            if full is not None and full not in self.repos:
-                return _Reply(404, {"message": "Not Found", "documentation_url": DOCS})
-            if self.read_only and method != "GET":
-                return _Reply(403, {"message": NOT_ACCESSIBLE, "documentation_url": DOCS})
-            reply: _Reply = getattr(self, handler_name)(full, params, query, body)
-            return reply
+            fault = self._next_fault(method, template)
+            if fault is None:
+                return self._serve(method, handler_name, match, headers, query, body)
+            if fault.perform:
+                self._serve(method, handler_name, match, headers, query, body)
+            return _Reply(fault.status, fault.body, fault.headers)
+
+    def _next_fault(self, method: str, template: str) -> Fault | None:
+        for key in ((method, template), (method, "*"), ("*", template), ("*", "*")):
+            queue = self._faults.get(key)
+            if queue:
+                return queue.popleft()
+        return None
+
+    def _serve(
+        self,
+        method: str,
+        handler_name: str,
+        match: re.Match[str],
+        headers: dict[str, str],
+        query: dict[str, str],
+        body: Any,
+    ) -> _Reply:
+        auth = headers.get("authorization", "")
+        if self.token is not None and auth.split(" ", 1)[-1] != self.token:
+            return _Reply(401, {"message": "Bad credentials", "documentation_url": DOCS})
+        params = {k: v for k, v in match.groupdict().items() if v is not None}
+        full = None
+        if "repo_id" in params:
+            full = next((n for n, r in self.repos.items() if str(r["id"]) == params["repo_id"]), "")
+        elif "owner" in params:
+            full = f"{params['owner']}/{params['repo']}"
+        if full is not None and full not in self.repos:
+            return _Reply(404, {"message": "Not Found", "documentation_url": DOCS})
+        if self.read_only and method != "GET":
+            return _Reply(403, {"message": NOT_ACCESSIBLE, "documentation_url": DOCS})
+        reply: _Reply = getattr(self, handler_name)(full, params, query, body)
+        return reply
 
     def _page(self, items: list[dict[str, Any]], path: str, query: dict[str, str]) -> _Reply:
         per_page = min(int(query.get("per_page", 30)), 100)

@@ -1,0 +1,823 @@
+"""Calibrate a hardware target on the machine you have: ``ha-bot calibrate --out FILE``.
+
+Micro-benchmarks, one per op class and size, each built as a tiny ONNX graph with ``onnx.helper``
+and timed with onnxruntime (``--engine onnxruntime``, the default), or run as the equivalent eager
+PyTorch ops (``--engine torch``), on the CPU or a CUDA GPU (``--device cuda``: CUDA events).
+
+What is measured
+----------------
+- **GEMMs** from tiny to large (square and wide shapes), **convolutions** (3x3 and 1x1, dense),
+  **depthwise** convolutions (3x3, 5x5, 7x7), **grouped** convolutions (reported, see below),
+  **attention** subgraphs (Q K^T, scale, softmax, x V: the ops PyTorch's ONNX exporter emits for
+  ``scaled_dot_product_attention``), **elementwise** adds, **softmax** (the ``reduction`` class),
+  **layer norm** (``norm``) and **pooling** (3x3/2 max pool, global average pool), and the
+  **per-op overhead** (a chain of 256 one-element adds).
+- Each benchmark is a *chain* of K identical ops (the output of one feeds the next, as in a
+  network), so the per-op time is ``(t(chain) - t(empty run)) / K``: the runtime's fixed cost per
+  ``run`` call is measured once and taken out. All benchmarks run twice, in two passes some seconds
+  apart, and each keeps the faster pass's median: another process that takes a core for a while
+  slows one pass, rarely both.
+- A point of a curve is ``(op FLOPs, FLOPs / (per-op time - per-op overhead))``: the cost model
+  adds ``kernel_overhead_us`` to every op itself, so the curves hold the rest. Points of one class
+  are grouped by size (factor-2 bins, geometric means) into one curve.
+
+The document written is a custom target (schema: :mod:`ha_bot.targets`): ``peak_tflops.fp32`` is
+the best GEMM rate measured (not a datasheet figure), ``mem_bw_gbps`` the streaming bandwidth of
+large elementwise adds, ``efficiency`` the best measured fraction of those per class, and the
+``curves`` carry the size dependence that the cost model interpolates log-log.
+
+Carrying calibration to other targets (:func:`derive_for`)
+----------------------------------------------------------
+A built-in target without measured curves can borrow the *shape* of a calibrated machine's
+curves. For each op class the calibrated curve is shifted along the diagonal of its log-log plot
+by ``k = ceiling(target) / ceiling(calibrated)``::
+
+    points (f, r)  ->  (k x f, k x r)
+
+``ceiling(calibrated)`` is the fastest rate of the calibrated curve; ``ceiling(target)`` is the
+target's own peak (fp32 matrix peak for matmul/conv/dwconv/attention, its vector rate otherwise)
+times its own ``efficiency`` for that class, and for the bandwidth-bound classes (elementwise,
+reduction, norm, pool) no more than the calibrated ceiling times the ratio of the two machines'
+effective bandwidths. So the derived curve tops out where the target's datasheet figures and
+efficiency factors say, and an op k times larger on a k times faster machine takes the same time
+as the calibrated op did: fixed start-up costs (thread wake-up, tiling remainders, kernel
+prologues) keep their duration in seconds rather than shrinking with the peak.
+
+Limits: the size dependence of one runtime on one machine is a stand-in for another's (a GPU's
+occupancy cliffs, tensor-core tile sizes and launch behaviour are not a CPU's); the target's own
+``kernel_overhead_us`` and ``fuses_elementwise`` are kept; classes the calibration did not measure,
+and classes the target already has curves for, are left alone. Treat derived curves as a better
+default than a single efficiency factor, not as a measurement: re-calibrate on the target when you
+can (``ha-bot calibrate --device cuda`` on a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from ha_bot.targets import Target
+
+ENGINES = ("onnxruntime", "torch")
+DEVICES = ("cpu", "cuda")
+CURVE_CLASSES = ("matmul", "conv", "dwconv", "attention", "elementwise", "reduction", "norm", "pool")
+MATRIX = frozenset({"matmul", "conv", "dwconv", "attention"})
+BANDWIDTH_CLASSES = frozenset({"elementwise", "reduction", "norm", "pool"})
+OPSET = 17
+OVERHEAD_CHAIN = 256
+MIN_CHAIN_S = 2e-3  # a chain should run at least this long so the fixed per-run cost is small
+MAX_CHAIN = 16
+PASSES = 2
+
+Progress = Callable[[str], None]
+
+
+class Bench(NamedTuple):
+    """One micro-benchmark: a chain of ``chain`` ops of one kind and shape."""
+
+    op_class: str  # the cost model's op class the result belongs to ("" = reported only)
+    kind: str  # matmul | conv | attention | add | softmax | layernorm | maxpool | gap
+    dims: tuple[int, ...]
+    flops: float  # per op, ha-bot's counting conventions (docs/conventions.md)
+    bytes: float  # fp32 bytes one op reads and writes
+    chain: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {'x'.join(str(d) for d in self.dims)}"
+
+
+class Result(NamedTuple):
+    bench: Bench
+    per_op_s: float
+
+
+# --- the benchmark list ------------------------------------------------------------------------
+
+
+def _matmul(m: int, k: int, n: int) -> tuple[str, str, tuple[int, ...], float, float]:
+    return "matmul", "matmul", (m, k, n), 2.0 * m * k * n, 4.0 * (m * k + k * n + m * n)
+
+
+def _conv(c_in: int, c_out: int, h: int, k: int, groups: int = 1) -> tuple[str, str, tuple[int, ...], float, float]:
+    macs = c_out * h * h * (c_in // groups) * k * k
+    cls = "dwconv" if groups == c_in and groups > 1 else ("conv" if groups == 1 else "")
+    nbytes = 4.0 * (c_in * h * h + c_out * h * h + c_out * (c_in // groups) * k * k)
+    return cls, "conv", (c_in, c_out, h, k, groups), 2.0 * macs, nbytes
+
+
+def _attention(heads: int, length: int, dim: int) -> tuple[str, str, tuple[int, ...], float, float]:
+    pairs = heads * length * length
+    return "attention", "attention", (heads, length, dim), 2.0 * pairs * 2 * dim + 4.0 * pairs, \
+        4.0 * (4 * heads * length * dim + 2 * pairs)
+
+
+def _rows(kind: str, cls: str, rows: int, cols: int, per_elem: float, nbytes_per: float) -> tuple[str, str, tuple[int, ...], float, float]:
+    n = rows * cols
+    return cls, kind, (rows, cols), per_elem * n, nbytes_per * n
+
+
+def _pool(kind: str, c: int, h: int) -> tuple[str, str, tuple[int, ...], float, float]:
+    n = c * h * h
+    if kind == "maxpool":  # 3x3, stride 2, pad 1: out_elems x 9
+        out = c * ((h + 1) // 2) ** 2
+        return "pool", kind, (c, h), 9.0 * out, 4.0 * (n + out)
+    return "pool", kind, (c, h), float(n), 4.0 * (n + c)
+
+
+def bench_specs() -> list[tuple[str, str, tuple[int, ...], float, float]]:
+    """(op class, kind, dims, flops, bytes) of every micro-benchmark, smallest first per class.
+
+    Generic shape families (square and wide GEMMs, a grid of channels x resolution for convs, token
+    x width grids for the row ops), not the layers of any particular model.
+    """
+    specs = []
+    for n in (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024):
+        specs.append(_matmul(n, n, n))
+    for m, k in ((8, 64), (16, 128), (32, 256), (64, 256), (64, 512), (128, 1024), (256, 1024), (256, 2048)):
+        specs.append(_matmul(m, k, 2 * k))
+    for c, h in ((16, 14), (16, 56), (32, 28), (32, 112), (64, 14), (64, 56), (128, 28), (256, 14),
+                 (512, 7), (128, 56), (256, 28), (512, 14)):
+        specs.append(_conv(c, c, h, 3))
+    for c, h in ((32, 14), (64, 28), (64, 56), (128, 28), (256, 14), (512, 7), (256, 56), (512, 28), (1024, 14)):
+        specs.append(_conv(c, 4 * c, h, 1))
+    for c, h, k in ((32, 14, 3), (64, 28, 3), (128, 28, 3), (256, 14, 3), (512, 7, 3), (96, 56, 3),
+                    (144, 56, 3), (32, 112, 3), (384, 28, 3), (96, 112, 3),
+                    (120, 28, 5), (240, 14, 5), (672, 7, 5), (96, 56, 7), (192, 28, 7), (384, 14, 7)):
+        specs.append(_conv(c, c, h, k, groups=c))
+    for c, h, g in ((128, 56, 32), (256, 28, 32), (512, 14, 32), (1024, 7, 32)):
+        specs.append(_conv(c, c, h, 3, groups=g))
+    for heads, length, dim in ((2, 16, 32), (4, 32, 32), (4, 64, 64), (8, 64, 64), (12, 64, 64),
+                               (8, 128, 64), (12, 128, 64), (12, 256, 64), (12, 512, 64)):
+        specs.append(_attention(heads, length, dim))
+    for n in (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 19, 1 << 20, 1 << 21, 1 << 22):
+        specs.append(_rows("add", "elementwise", n // 256, 256, 1, 12))
+    for rows, cols in ((16, 16), (64, 64), (128, 128), (256, 256), (768, 197), (1536, 256), (1024, 1024), (3072, 512)):
+        specs.append(_rows("softmax", "reduction", rows, cols, 3, 8))
+    for rows, cols in ((8, 64), (32, 128), (64, 256), (128, 384), (128, 768), (256, 768), (512, 768), (1024, 1024)):
+        specs.append(_rows("layernorm", "norm", rows, cols, 6, 8))
+    for c, h in ((16, 28), (64, 56), (64, 112), (128, 112)):
+        specs.append(_pool("maxpool", c, h))
+    for c, h in ((64, 7), (256, 7), (512, 14), (1024, 14), (2048, 7), (256, 56)):
+        specs.append(_pool("gap", c, h))
+    return specs
+
+
+def _chainable(kind: str) -> bool:
+    return kind not in ("maxpool", "gap")
+
+
+def plan(specs: Sequence[tuple[str, str, tuple[int, ...], float, float]], rough_flops: float,
+         rough_bw: float) -> list[Bench]:
+    """Benches with chain lengths so each chain runs for about MIN_CHAIN_S at rough rates."""
+    out = []
+    for cls, kind, dims, flops, nbytes in specs:
+        guess = max(flops / rough_flops, nbytes / rough_bw) + 2e-6
+        chain = max(1, min(MAX_CHAIN, math.ceil(MIN_CHAIN_S / guess))) if _chainable(kind) else 1
+        out.append(Bench(cls, kind, dims, flops, nbytes, chain))
+    return out
+
+
+# --- ONNX graphs -------------------------------------------------------------------------------
+
+
+def _rng_array(shape: Sequence[int], scale: float = 1.0) -> Any:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal(tuple(shape)) * scale).astype(np.float32)
+
+
+def onnx_chain(bench: Bench) -> tuple[Any, dict[str, Any]]:
+    """The ONNX model of a bench's chain and its feeds."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    kind, d, k = bench.kind, bench.dims, bench.chain
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    feeds: dict[str, Any] = {}
+
+    def init(name: str, shape: Sequence[int], scale: float) -> str:
+        inits.append(numpy_helper.from_array(_rng_array(shape, scale), name))
+        return name
+
+    if kind == "matmul":
+        m, kk, n = d
+        x_shape, prev = [m, kk], "x"
+        for i in range(k):
+            a, b = (kk, n) if i % 2 == 0 else (n, kk)
+            nodes.append(helper.make_node("MatMul", [prev, init(f"w{i}", (a, b), a ** -0.5)], [f"y{i}"]))
+            prev = f"y{i}"
+        out_shape = [m, n if k % 2 else kk]
+    elif kind == "conv":
+        c_in, c_out, h, ks, g = d
+        x_shape, prev = [1, c_in, h, h], "x"
+        for i in range(k):
+            a, b = (c_in, c_out) if i % 2 == 0 else (c_out, c_in)
+            w = init(f"w{i}", (b, a // g, ks, ks), (a // g * ks * ks) ** -0.5)
+            nodes.append(helper.make_node("Conv", [prev, w], [f"y{i}"], group=g, kernel_shape=[ks, ks],
+                                          pads=[ks // 2] * 4, strides=[1, 1]))
+            prev = f"y{i}"
+        out_shape = [1, c_out if k % 2 else c_in, h, h]
+    elif kind == "attention":
+        heads, length, dim = d
+        x_shape, prev = [1, heads, length, dim], "x"
+        feeds["k"] = _rng_array((1, heads, length, dim))
+        feeds["v"] = _rng_array((1, heads, length, dim))
+        inits.append(numpy_helper.from_array(_np_scalar(dim ** -0.25), "s"))
+        scale = "s"
+        nodes.append(helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]))
+        nodes.append(helper.make_node("Mul", ["kt", scale], ["kts"]))
+        for i in range(k):
+            nodes += [
+                helper.make_node("Mul", [prev, scale], [f"q{i}"]),
+                helper.make_node("MatMul", [f"q{i}", "kts"], [f"a{i}"]),
+                helper.make_node("Softmax", [f"a{i}"], [f"p{i}"], axis=-1),
+                helper.make_node("MatMul", [f"p{i}", "v"], [f"y{i}"]),
+            ]
+            prev = f"y{i}"
+        out_shape = x_shape
+    elif kind in ("add", "softmax", "layernorm"):
+        x_shape, prev = list(d), "x"
+        if kind == "layernorm":
+            init("g", (d[1],), 1.0)
+            init("b", (d[1],), 1.0)
+        for i in range(k):
+            if kind == "add":
+                nodes.append(helper.make_node("Add", [prev, "x"], [f"y{i}"]))
+            elif kind == "softmax":
+                nodes.append(helper.make_node("Softmax", [prev], [f"y{i}"], axis=-1))
+            else:
+                nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], [f"y{i}"], axis=-1))
+            prev = f"y{i}"
+        out_shape = x_shape
+    elif kind == "maxpool":
+        c, h = d
+        x_shape, prev = [1, c, h, h], "y0"
+        nodes.append(helper.make_node("MaxPool", ["x"], ["y0"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
+        out_shape = [1, c, (h + 1) // 2, (h + 1) // 2]
+    elif kind == "gap":
+        c, h = d
+        x_shape, prev = [1, c, h, h], "y0"
+        nodes.append(helper.make_node("GlobalAveragePool", ["x"], ["y0"]))
+        out_shape = [1, c, 1, 1]
+    else:
+        raise ValueError(f"unknown micro-benchmark kind {kind!r}")
+    feeds["x"] = _rng_array(x_shape)
+    graph_inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)) for name, arr in feeds.items()]
+    graph = helper.make_graph(nodes, "ha_bot_calibrate", graph_inputs,
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, out_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = min(model.ir_version, 8)
+    return model, feeds
+
+
+def _np_scalar(x: float) -> Any:
+    import numpy as np
+
+    return np.array(x, dtype=np.float32)
+
+
+def overhead_chain(n: int) -> tuple[Any, dict[str, Any]]:
+    """A chain of ``n`` adds on one-element tensors: nothing but per-op dispatch."""
+    return onnx_chain(Bench("", "add", (1, 1), 1.0, 12.0, n))
+
+
+# --- engines -----------------------------------------------------------------------------------
+
+
+class Engine:
+    """Times a bench's chain. ``run(bench)`` returns a zero-argument callable running it once."""
+
+    name = ""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def prepare(self, bench: Bench) -> Callable[[], object]:
+        raise NotImplementedError
+
+    def clock(self) -> Callable[[Callable[[], object]], float] | None:
+        return None
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class OrtEngine(Engine):
+    name = "onnxruntime"
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        from ha_bot.measure import cpu_threads, ort_providers
+
+        ort_providers(device)  # a clear error now when CUDA is asked for and missing
+        self.threads = cpu_threads()
+
+    def prepare(self, bench: Bench) -> Callable[[], object]:
+        model, feeds = onnx_chain(bench) if bench.kind else overhead_chain(bench.chain)
+        return self.prepare_model(model, feeds)
+
+    def prepare_model(self, model: Any, feeds: dict[str, Any]) -> Callable[[], object]:
+        from ha_bot.measure import ort_session
+
+        session = ort_session(model.SerializeToString(), threads=self.threads, device=self.device)
+        return lambda: session.run(None, feeds)
+
+    def describe(self) -> str:
+        import onnxruntime as ort
+
+        return f"onnxruntime {ort.__version__} ({self.device}, {self.threads} intra-op threads, ORT_ENABLE_ALL)"
+
+
+class TorchEngine(Engine):
+    name = "torch"
+
+    def __init__(self, device: str) -> None:
+        super().__init__(device)
+        import torch
+
+        from ha_bot.measure import cpu_threads
+
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("--device cuda: this PyTorch build sees no CUDA device")
+        self.threads = cpu_threads()
+        torch.set_num_threads(self.threads)
+
+    def prepare(self, bench: Bench) -> Callable[[], object]:
+        import torch
+
+        fn = torch_chain(bench if bench.kind else Bench("", "add", (1, 1), 1.0, 12.0, bench.chain), self.device)
+
+        def run() -> object:
+            with torch.inference_mode():
+                return fn()
+
+        return run
+
+    def clock(self) -> Callable[[Callable[[], object]], float] | None:
+        if self.device != "cuda":
+            return None
+        from ha_bot.measure import cuda_clock
+
+        return cuda_clock
+
+    def describe(self) -> str:
+        import torch
+
+        where = torch.cuda.get_device_name() if self.device == "cuda" else f"cpu, {self.threads} threads"
+        return f"PyTorch {torch.__version__} eager ({where})"
+
+
+def torch_chain(bench: Bench, device: str) -> Callable[[], object]:
+    """The eager PyTorch equivalent of :func:`onnx_chain`."""
+    import torch
+    import torch.nn.functional as F
+
+    dev = torch.device(device)
+
+    def t(shape: Sequence[int], scale: float = 1.0) -> Any:
+        return torch.from_numpy(_rng_array(shape, scale)).to(dev)
+
+    kind, d, k = bench.kind, bench.dims, bench.chain
+    if kind == "matmul":
+        m, kk, n = d
+        ws = [t((kk, n) if i % 2 == 0 else (n, kk), (kk if i % 2 == 0 else n) ** -0.5) for i in range(k)]
+        x = t((m, kk))
+
+        def run() -> object:
+            y = x
+            for w in ws:
+                y = y @ w
+            return y
+    elif kind == "conv":
+        c_in, c_out, h, ks, g = d
+        ws = [t((c_out, c_in // g, ks, ks) if i % 2 == 0 else (c_in, c_out // g, ks, ks), 0.1) for i in range(k)]
+        x = t((1, c_in, h, h))
+
+        def run() -> object:
+            y = x
+            for w in ws:
+                y = F.conv2d(y, w, padding=ks // 2, groups=g)
+            return y
+    elif kind == "attention":
+        heads, length, dim = d
+        x, kt, v = t((1, heads, length, dim)), t((1, heads, dim, length)), t((1, heads, length, dim))
+        s = dim ** -0.5
+
+        def run() -> object:
+            y = x
+            for _ in range(k):
+                y = torch.softmax((y * s) @ kt, dim=-1) @ v
+            return y
+    elif kind in ("add", "softmax", "layernorm"):
+        x = t(d)
+
+        def run() -> object:
+            y = x
+            for _ in range(k):
+                y = y + x if kind == "add" else torch.softmax(y, -1) if kind == "softmax" else F.layer_norm(y, (d[1],))
+            return y
+    elif kind == "maxpool":
+        x = t((1, d[0], d[1], d[1]))
+
+        def run() -> object:
+            return F.max_pool2d(x, 3, 2, 1)
+    elif kind == "gap":
+        x = t((1, d[0], d[1], d[1]))
+
+        def run() -> object:
+            return F.adaptive_avg_pool2d(x, 1)
+    else:
+        raise ValueError(f"unknown micro-benchmark kind {kind!r}")
+    return run
+
+
+def make_engine(engine: str, device: str) -> Engine:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    return OrtEngine(device) if engine == "onnxruntime" else TorchEngine(device)
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+
+def _median_run(fn: Callable[[], object], reps: int, clock: Callable[[Callable[[], object]], float] | None) -> float:
+    from ha_bot.measure import time_calls
+
+    return statistics.median(time_calls(fn, warmup=2, reps=reps, clock=clock))
+
+
+def _reps_for(seconds_per_run: float, slice_s: float) -> int:
+    return max(3, min(25, int(slice_s / max(seconds_per_run, 1e-6))))
+
+
+class Timer:
+    """Runs the benches within a time budget, in passes, keeping each bench's fastest pass median."""
+
+    def __init__(self, engine: Engine, budget_s: float, progress: Progress | None) -> None:
+        self.engine, self.budget_s, self.progress = engine, budget_s, progress
+        self.start = time.perf_counter()
+        self.base_s = 0.0  # fixed cost of one run() call, beyond its ops
+        self.overhead_s = 0.0  # per-op dispatch
+
+    def say(self, msg: str) -> None:
+        if self.progress:
+            self.progress(f"[{time.perf_counter() - self.start:5.1f}s] {msg}")
+
+    def left(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.start)
+
+    def measure_overhead(self) -> None:
+        short = self.engine.prepare(Bench("", "", (), 0.0, 0.0, 1))
+        long = self.engine.prepare(Bench("", "", (), 0.0, 0.0, OVERHEAD_CHAIN))
+        clock = self.engine.clock()
+        t1 = min(_median_run(short, 200, clock) for _ in range(3))
+        tn = min(_median_run(long, 40, clock) for _ in range(3))
+        self.overhead_s = max(0.0, (tn - t1) / (OVERHEAD_CHAIN - 1))
+        self.base_s = max(0.0, t1 - self.overhead_s)
+        self.say(f"per-op overhead {self.overhead_s * 1e6:.2f} us, per-run cost {self.base_s * 1e6:.1f} us")
+
+    def run(self, benches: Sequence[Bench]) -> list[Result]:
+        best: dict[int, float] = {}
+        runners: dict[int, Callable[[], object]] = {}
+        clock = self.engine.clock()
+        for p in range(PASSES):
+            order = range(len(benches)) if p % 2 == 0 else reversed(range(len(benches)))
+            todo = list(order)
+            for n, i in enumerate(todo):
+                b = benches[i]
+                left_benches = len(todo) - n + (PASSES - p - 1) * len(benches)
+                slice_s = max(0.0, self.left()) / max(1, left_benches)
+                if p > 0 and self.left() < 0.05 * self.budget_s:
+                    continue  # out of budget: the first pass stands
+                if i not in runners:
+                    runners[i] = self.engine.prepare(b)
+                    runners[i]()  # first run: allocations, kernel selection
+                t0 = time.perf_counter()
+                runners[i]()
+                guess = time.perf_counter() - t0
+                med = _median_run(runners[i], _reps_for(guess, slice_s), clock)
+                per_op = max(1e-9, (med - self.base_s) / b.chain)
+                best[i] = min(best.get(i, math.inf), per_op)
+                rate = b.flops / max(per_op - self.overhead_s, 1e-9)
+                self.say(f"pass {p + 1}/{PASSES} [{n + 1}/{len(todo)}] {b.op_class or 'grouped'} {b.label}"
+                         f" (x{b.chain}): {per_op * 1e6:.1f} us/op, {rate / 1e9:.2f} GFLOP/s")
+            if p == 0:
+                runners = {i: r for i, r in runners.items() if benches[i].chain * benches[i].bytes < 64e6}
+        return [Result(benches[i], best[i]) for i in sorted(best)]
+
+
+# --- from measurements to a target document ------------------------------------------------------
+
+
+def curve_points(results: Sequence[Result], overhead_s: float, op_class: str) -> list[tuple[float, float]]:
+    """(op FLOPs, achieved FLOP/s) of one class: factor-2 size bins, geometric means."""
+    bins: dict[int, list[tuple[float, float]]] = {}
+    for r in results:
+        if r.bench.op_class != op_class:
+            continue
+        busy = max(r.per_op_s - overhead_s, 0.25 * r.per_op_s)
+        rate = r.bench.flops / busy
+        bins.setdefault(round(math.log2(r.bench.flops)), []).append((r.bench.flops, rate))
+    points = []
+    for key in sorted(bins):
+        group = bins[key]
+        f = math.exp(statistics.fmean(math.log(x) for x, _ in group))
+        y = math.exp(statistics.fmean(math.log(v) for _, v in group))
+        points.append((f, y))
+    return points
+
+
+def _sig(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def _bandwidth(results: Sequence[Result]) -> tuple[float, list[tuple[float, float]]]:
+    """Streaming bandwidth (B/s) from the largest adds; and (bytes, B/s) for every add size."""
+    adds = sorted((r for r in results if r.bench.kind == "add"), key=lambda r: r.bench.bytes)
+    per_size = [(r.bench.bytes, r.bench.bytes / r.per_op_s) for r in adds]
+    if not per_size:
+        return 10e9, []
+    largest = [bw for _, bw in per_size[-2:]]
+    return statistics.fmean(largest), per_size
+
+
+def _mem_gb() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 / 1e9
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def _device_name(engine: Engine) -> str:
+    if engine.device == "cuda":
+        try:
+            import torch
+
+            return str(torch.cuda.get_device_name())
+        except Exception:  # noqa: BLE001 - onnxruntime-gpu without torch CUDA: no name to show
+            return "CUDA GPU"
+    from ha_bot.measure import cpu_threads
+
+    return f"{cpu_model()}, {cpu_threads()} cores"
+
+
+def _fusion_check(engine: Engine, timer: Timer) -> tuple[bool, str]:
+    """Does the runtime fold an activation into the conv before it? (conv+relu vs conv and relu)."""
+    if not isinstance(engine, OrtEngine):
+        return False, "eager PyTorch runs every op as its own kernel"
+    from onnx import helper
+
+    conv = Bench("conv", "conv", (64, 64, 28, 3, 1), 0.0, 0.0, 4)
+    model, feeds = onnx_chain(conv)
+    t_conv = min(_median_run(engine.prepare_model(model, feeds), 15, None) for _ in range(2))
+    nodes = list(model.graph.node)
+    fused_nodes = []
+    for i, n in enumerate(nodes):
+        fused_nodes.append(n)
+        out = n.output[0]
+        n.output[0] = f"{out}_pre"
+        fused_nodes.append(helper.make_node("Relu", [f"{out}_pre"], [out]))
+        nodes[i] = n
+    del model.graph.node[:]
+    model.graph.node.extend(fused_nodes)
+    t_both = min(_median_run(engine.prepare_model(model, feeds), 15, None) for _ in range(2))
+    relu_alone = 4 * 64 * 28 * 28 * 8 / 20e9 + timer.overhead_s  # a relu's bytes at a modest bandwidth
+    extra = max(0.0, t_both - t_conv) / 4
+    fuses = extra < 0.5 * relu_alone
+    return fuses, (f"a ReLU after a 64x28x28 3x3 conv added {extra * 1e6:.1f} us per op against "
+                   f"{relu_alone * 1e6:.1f} us for a standalone ReLU: "
+                   + ("the runtime folds activations into their producer (FusedConv), and batch norm is "
+                      "folded into the conv weights at export" if fuses else "no fusion seen"))
+
+
+def build_document(*, name: str, engine: Engine, results: Sequence[Result], overhead_s: float,
+                   fuses: tuple[bool, str], busy_note: str, wall_s: float) -> dict[str, Any]:
+    """The target document (human units, schema of :mod:`ha_bot.targets`) from the measurements."""
+    curves = {c: curve_points(results, overhead_s, c) for c in CURVE_CLASSES}
+    curves = {c: pts for c, pts in curves.items() if pts}
+    best = {c: max(y for _, y in pts) for c, pts in curves.items()}
+    peak = best.get("matmul") or max(best.values())
+    vector = peak
+    bw, per_size = _bandwidth(results)
+    efficiency = {c: _sig(min(1.0, best[c] / (peak if c in MATRIX else vector)), 3) for c in best}
+    efficiency["memory"] = 1.0
+    grouped = [r for r in results if r.bench.kind == "conv" and r.bench.op_class == ""]
+    grouped_note = ""
+    if grouped and "conv" in curves:
+        from ha_bot.cost import _interp
+
+        dense = tuple(curves["conv"])
+        ratios = [(r.bench.flops / max(r.per_op_s - overhead_s, 1e-9)) / _interp(dense, r.bench.flops) for r in grouped]
+        grouped_note = (f"grouped 3x3 convolutions (32 groups) ran at {min(ratios):.2f}-{max(ratios):.2f} x the "
+                        "dense conv curve at the same FLOPs; the cost model has one conv class, so grouped "
+                        "convolutions are estimated at the dense rate")
+    half = _half_size(curves.get("matmul", []))
+    today = datetime.date.today().isoformat()
+    host = socket.gethostname()
+    where = _device_name(engine)
+    bw_sizes = ", ".join(f"{b / 1e6:.3g} MB: {v / 1e9:.3g} GB/s" for b, v in per_size)
+    doc: dict[str, Any] = {
+        "id": name,
+        "name": f"{where} ({engine.name}, calibrated)",
+        "kind": "gpu" if engine.device == "cuda" else "cpu",
+        "peak_tflops": {"fp32": _sig(peak / 1e12)},
+        "vector_tflops": _sig(vector / 1e12),
+        "mem_bw_gbps": _sig(bw / 1e9),
+        "mem_gb": _sig(_mem_gb() or 0.0, 3) or None,
+        "tdp_w": None,
+        "kernel_overhead_us": _sig(overhead_s * 1e6, 3),
+        "fuses_elementwise": fuses[0],
+        "efficiency": dict(sorted(efficiency.items())),
+        "half_efficiency_gflop": _sig(half / 1e9, 3) if half else None,
+        "curves": {c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},
+        "sources": {"calibration": [f"ha-bot calibrate on {host} ({where}) {today}: {engine.describe()}"]},
+        "notes": (f"Measured by `ha-bot calibrate` in {wall_s:.0f} s: {len(results)} micro-benchmarks. "
+                  "Peaks and bandwidth are what this machine achieved, not datasheet figures." + busy_note),
+        "assumptions": [
+            "peak_tflops.fp32 is the best GEMM rate measured (fp32, all cores), not a datasheet peak; "
+            "matmul efficiency is therefore 1 by construction",
+            "vector_tflops = the measured GEMM peak: on a CPU matrix and vector work share the SIMD FMA "
+            "units; non-matrix classes are described by their own measured curves",
+            f"mem_bw_gbps: elementwise adds on the largest sizes (streaming, beyond the caches); all sizes: {bw_sizes}",
+            "efficiency.memory 1: the bandwidth above is already an achieved figure",
+            f"kernel_overhead_us: per-op dispatch of the runtime, from a chain of {OVERHEAD_CHAIN} one-element adds",
+            f"fuses_elementwise {'true' if fuses[0] else 'false'}: {fuses[1]}",
+            "curves: per-op time of a chain of identical ops minus the per-op overhead (which the cost "
+            "model adds back); factor-2 size bins, geometric means of generic shapes",
+            "reduction = softmax over the last axis (3 FLOPs per element); norm = layer norm (6 per "
+            "element); pool = 3x3/2 max pool and global average pool; attention = the exporter's "
+            "scale, Q K^T, softmax, x V subgraph",
+            "tdp_w null: the power of this machine is not known, so energy is not estimated",
+        ] + ([grouped_note] if grouped_note else []),
+    }
+    if doc["half_efficiency_gflop"] is None:
+        del doc["half_efficiency_gflop"]
+    if doc["mem_gb"] is None:
+        del doc["mem_gb"]
+    return doc
+
+
+def _half_size(points: Sequence[tuple[float, float]]) -> float | None:
+    """The op size where a curve first reaches half its best rate (log-interpolated)."""
+    if not points:
+        return None
+    half = max(y for _, y in points) / 2
+    prev = None
+    for f, y in points:
+        if y >= half:
+            if prev is None or prev[1] <= 0:
+                return f
+            (f0, y0) = prev
+            t = (math.log(half) - math.log(y0)) / (math.log(y) - math.log(y0)) if y != y0 else 0.0
+            return math.exp(math.log(f0) + t * (math.log(f) - math.log(f0)))
+        prev = (f, y)
+    return points[-1][0]
+
+
+def _cpu_busy() -> tuple[float, float]:
+    """(total CPU seconds used by every process, this process's CPU seconds) so far."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            fields = f.readline().split()[1:]
+        ticks = os.sysconf("SC_CLK_TCK")
+        busy = (sum(int(x) for x in fields[:8]) - int(fields[3]) - int(fields[4])) / ticks
+    except (OSError, ValueError, IndexError):
+        busy = 0.0
+    t = os.times()
+    return busy, t.user + t.system
+
+
+def calibrate(*, name: str, budget_s: float = 60, progress: Progress | None = None,
+              engine: str = "onnxruntime", device: str = "cpu") -> dict[str, Any]:
+    """Run the micro-benchmarks on this machine and return a target document (YAML-ready dict)."""
+    started = time.perf_counter()
+    eng = make_engine(engine, device)
+    busy0, own0 = _cpu_busy()
+    timer = Timer(eng, budget_s, progress)
+    timer.say(f"calibrating {name!r} with {eng.describe()}, budget {budget_s:g} s")
+    timer.measure_overhead()
+    rough = 1e12 if device == "cuda" else 50e9
+    benches = plan(bench_specs(), rough, 20e9 if device == "cpu" else 500e9)
+    fuses = _fusion_check(eng, timer)
+    timer.say(f"fusion: {fuses[1]}")
+    results = timer.run(benches)
+    wall = time.perf_counter() - started
+    busy1, own1 = _cpu_busy()
+    others = max(0.0, (busy1 - busy0) - (own1 - own0))
+    from ha_bot.measure import cpu_threads
+
+    share = others / (wall * cpu_threads()) if wall > 0 else 0.0
+    busy_note = (f" Other processes used {share:.0%} of the CPU time during calibration: figures may be "
+                 "pessimistic; re-run on a quiet machine." if share > 0.1 else "")
+    timer.say(f"done in {wall:.1f} s" + (f"; other processes used {share:.0%} of the CPU" if share > 0.1 else ""))
+    return build_document(name=name, engine=eng, results=results, overhead_s=timer.overhead_s,
+                          fuses=fuses, busy_note=busy_note, wall_s=wall)
+
+
+# --- carrying calibration to other targets -------------------------------------------------------
+
+
+def _ceiling(t: Target, op_class: str) -> float:
+    peak = t.peak_flops.get("fp32", t.vector_flops) if op_class in MATRIX else t.vector_flops
+    return peak * t.efficiency.get(op_class, t.efficiency.get("other", 0.5))
+
+
+def derive_for(target: Target, calibrated: Target) -> Target:
+    """``target`` with curves derived from ``calibrated``'s for every class it has none of.
+
+    See the module docstring: each curve is shifted diagonally in log-log by
+    ``k = ceiling(target) / ceiling(calibrated)``.
+    """
+    curves = dict(target.curves)
+    bw_ratio = (target.mem_bw * target.efficiency.get("memory", 0.8)) / \
+        (calibrated.mem_bw * calibrated.efficiency.get("memory", 0.8))
+    derived = []
+    for c, pts in calibrated.curves.items():
+        if c in curves or not pts:
+            continue
+        top = max(y for _, y in pts)
+        ceiling = _ceiling(target, c)
+        if c in BANDWIDTH_CLASSES:
+            ceiling = min(ceiling, top * bw_ratio)
+        k = ceiling / top
+        curves[c] = tuple((f * k, y * k) for f, y in pts)
+        derived.append(c)
+    if not derived:
+        return target
+    note = (f"Curves for {', '.join(derived)} derived from the calibration of {calibrated.id} "
+            "(ha-bot calibrate), shifted to this target's peaks, efficiencies and bandwidth.")
+    sources = dict(target.sources)
+    sources["calibration"] = tuple(dict.fromkeys((*sources.get("calibration", ()), *calibrated.sources.get("calibration", ()))))
+    return target._replace(curves=curves, notes=(target.notes + "\n\n" + note).strip(), sources=sources)
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def dump_yaml(doc: dict[str, Any], stream: Any) -> None:
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.default_flow_style = None
+    yaml.width = 120
+    stream.write("# ha-bot calibrated target (schema: ha_bot/targets.py). Measured, not datasheet figures.\n")
+    yaml.dump(doc, stream)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from ha_bot.errors import HaBotError
+    from ha_bot.targets import parse_target
+
+    name = args.name or ("calibrated_" + "".join(c if c.isalnum() else "_" for c in socket.gethostname()).strip("_"))
+    try:
+        doc = calibrate(name=name, budget_s=args.budget, engine=args.engine, device=args.device,
+                        progress=lambda msg: print(f"ha-bot: {msg}", file=sys.stderr, flush=True))
+    except (RuntimeError, ValueError) as e:
+        raise HaBotError(str(e)) from None
+    parse_target(doc, origin=args.out)  # what we write must load
+    with open(args.out, "w", encoding="utf-8") as f:
+        dump_yaml(doc, f)
+    print(f"ha-bot: wrote {args.out}; use it with --targets-file {args.out} --target {name}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``ha-bot calibrate`` to the CLI's subparsers."""
+    c = subparsers.add_parser("calibrate", help="measure this machine and write a calibrated target file")
+    c.add_argument("--out", required=True, metavar="FILE", help="YAML file to write the target to")
+    c.add_argument("--name", metavar="ID", help="target id (default: calibrated_<hostname>)")
+    c.add_argument("--budget", type=float, default=60.0, metavar="SECONDS", help="time budget (default: 60)")
+    c.add_argument("--engine", choices=ENGINES, default="onnxruntime", help="runtime to calibrate (default: onnxruntime)")
+    c.add_argument("--device", choices=DEVICES, default="cpu", help="cpu, or cuda (a CUDA GPU)")
+    c.set_defaults(func=cmd_calibrate)
