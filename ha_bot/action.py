@@ -252,7 +252,8 @@ def analyse_pr(inputs: ActionInputs, env: Env, environ: Mapping[str, str], clien
     if head_sha:
         publisher.status(head_sha, "pending", "analysing models", inputs.status_context)
     try:
-        trust_workspace(env.workspace)
+        if environ.get("GITHUB_ACTIONS") == "true":
+            trust_workspace(env.workspace)
         if inputs.requirements:
             install_requirements(env.workspace, inputs.requirements)
         result = compare.compare(

@@ -87,6 +87,20 @@ def split_card(text: str, path: str = "") -> _Parts:
 # ----------------------------------------------------------------------------- front matter
 
 
+_YAML_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def _yaml_lines(text: str) -> list[tuple[int, bool]]:
+    """For each line as YAML counts them (it also breaks at \\r, U+0085, U+2028, U+2029): the index of
+    the '\\n'-separated line it starts in, and whether it starts at the beginning of that line."""
+    out, n = [(0, True)], 0
+    for m in _YAML_BREAK.finditer(text):
+        clean = m.group().endswith("\n")
+        n += clean
+        out.append((n, clean))
+    return out
+
+
 def _load_yaml(text: str, path: str, first_line: int) -> Any:
     from ruamel.yaml import YAML
 
@@ -94,7 +108,8 @@ def _load_yaml(text: str, path: str, first_line: int) -> Any:
         return YAML(typ="rt").load(text)
     except Exception as e:  # ruamel raises YAMLError, and ValueError/TypeError from its constructors
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        line = first_line + mark.line if mark is not None else first_line
+        lines = _yaml_lines(text)
+        line = first_line + lines[min(mark.line, len(lines) - 1)][0] if mark is not None else first_line
         problem = getattr(e, "problem", None) or str(e).strip().splitlines()[0]
         raise CardError(f"invalid YAML front matter: {problem}", file=path, line=line) from None
 
@@ -129,13 +144,22 @@ def _is_skippable(line: str) -> bool:
     return not s or s.startswith("#")
 
 
-def _block_range(front: list[str], doc: Any) -> tuple[int, int, int] | None:
+def _block_range(front: list[str], doc: Any, path: str, first: int) -> tuple[int, int, int] | None:
     """(first line, end line, indent) of the existing top-level ``hardware:`` entry, or None."""
     pos = doc.lc.data.get(KEY) if doc is not None else None
     if pos is None:
         return None
-    start, col = pos[0], pos[1]
-    after = [p[0] for k, p in doc.lc.data.items() if k != KEY and p[0] > start]
+    lines = _yaml_lines("".join(front))
+
+    def line_of(yaml_line: int) -> int:
+        index, clean = lines[yaml_line]
+        if not clean:
+            raise CardError("the front matter breaks lines with \\r, U+0085, U+2028 or U+2029 as well as \\n; "
+                            f"ha-bot cannot edit `{KEY}:` safely there", file=path, line=first + index)
+        return index
+
+    start, col = line_of(pos[0]), pos[1]
+    after = [line_of(p[0]) for k, p in doc.lc.data.items() if k != KEY and p[0] > pos[0]]
     end = min(after) if after else len(front)
     for i in range(start + 1, end):  # merge keys (<<:) are missing from lc.data
         text = _content(front[i])
@@ -153,7 +177,7 @@ def _top_indent(doc: Any) -> int:
     return 0
 
 
-def _splice_front(parts: _Parts, block: Sequence[str], path: str) -> list[str]:
+def _splice_front(parts: _Parts, data: Mapping[str, Any], path: str) -> list[str]:
     first = parts.lead.count("\n") + 2
     doc = _load_yaml("".join(parts.front), path, first)
     if doc is not None and not isinstance(doc, Mapping):
@@ -163,9 +187,9 @@ def _splice_front(parts: _Parts, block: Sequence[str], path: str) -> list[str]:
     if fa is not None and fa.flow_style():
         raise CardError("front matter is a flow mapping ({...}); write it in block style to let ha-bot add "
                         f"its `{KEY}:` key", file=path, line=first)
-    found = _block_range(parts.front, doc)
+    found = _block_range(parts.front, doc, path, first)
     indent = found[2] if found else _top_indent(doc)
-    new_block = [" " * indent + ln + parts.eol for ln in block]
+    new_block = [" " * indent + ln + parts.eol for ln in yaml_block(KEY, data)]
     if found:
         start, end, _ = found
         front = parts.front[:start] + new_block + parts.front[end:]
@@ -174,8 +198,11 @@ def _splice_front(parts: _Parts, block: Sequence[str], path: str) -> list[str]:
         if front and not front[-1].endswith("\n"):
             front[-1] += parts.eol
         front += new_block
-    new = _load_yaml("".join(front), path, first)
-    if not isinstance(new, Mapping) or _others(new) != _others(doc):
+    try:
+        new = _load_yaml("".join(front), path, first)
+    except CardError:
+        new = None
+    if not isinstance(new, Mapping) or _others(new) != _others(doc) or _plain(new.get(KEY)) != _plain(data):
         line = first + found[0] if found else first
         raise CardError(f"cannot replace `{KEY}:` without changing other front-matter keys (is it the target of "
                         "an alias, or written in an unusual layout?); delete it and re-run", file=path, line=line)
@@ -464,12 +491,13 @@ def update_card(
     if text is None:
         text = skeleton(str(model["name"]))
     parts = split_card(text, path)
-    block = yaml_block(KEY, hardware_data(model, version, training))
+    data = hardware_data(model, version, training)
     section = render_section(model, version, training)
     if parts.open:
-        front = _splice_front(parts, block, path)
-        head = parts.lead + parts.open + "".join(front) + parts.close
+        front = _splice_front(parts, data, path)
+        close = parts.close if parts.close.endswith("\n") else parts.close + parts.eol
+        head = parts.lead + parts.open + "".join(front) + close
     else:
-        head = "---" + parts.eol + "".join(ln + parts.eol for ln in block) + "---" + parts.eol
+        head = "---" + parts.eol + "".join(ln + parts.eol for ln in yaml_block(KEY, data)) + "---" + parts.eol
     body = _splice_body(parts.body, section, parts.eol, path, parts.body_line)
     return parts.bom + head + body

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ha_bot.render import esc, fmt_bytes, fmt_count, fmt_energy, fmt_time, md_table
+from ha_bot.render import code, esc, fmt_bytes, fmt_count, fmt_energy, fmt_time, md_table
 
 COMMENT_LIMIT = 65536
 SUMMARY_LIMIT = 1024 * 1024
@@ -101,7 +101,7 @@ def _movers(m: Mapping[str, Any]) -> str:
     if not m.get("movers"):
         return ""
     target = esc(m["targets"][0]["target"]) if m["targets"] else ""
-    rows = [[f"`{esc(x['module'])}`", fmt_time(x["base_s"] or 0), fmt_time(x["head_s"] or 0),
+    rows = [[code(x["module"]), fmt_time(x["base_s"] or 0), fmt_time(x["head_s"] or 0),
              ("+" if x["delta_s"] > 0 else "−") + fmt_time(abs(x["delta_s"])),
              "n/a" if x["share"] is None else f"{100 * x['share']:.0f}%"] for x in m["movers"]]
     return f"What moved (estimated time on {target}):\n\n" + md_table(["module", "base", "head", "Δ", "share of change"], rows)
@@ -133,19 +133,19 @@ def _details(m: Mapping[str, Any], d: Mapping[str, Any]) -> str:
         parts.append(f"Coverage: {100 * (cov.get('ops') or 0):.1f}% of ops, {100 * (cov.get('time') or 0):.1f}% of estimated time have a FLOP rule.")
     if m.get("unsupported_ops"):
         parts.append("Ops without a FLOP rule (bytes still counted): " + ", ".join(
-            f"`{esc(u['op'])}` x{u['count']}" for u in m["unsupported_ops"]))
+            f"{code(u['op'])} x{u['count']}" for u in m["unsupported_ops"]))
     return "<details><summary>Every target, coverage</summary>\n\n" + "\n\n".join(parts) + "\n\n</details>"
 
 
 def model_section(m: Mapping[str, Any], d: Mapping[str, Any], *, details: bool = True) -> str:
-    name = esc(m["name"])
+    name = code(m["name"])
     eps = float(d.get("settings", {}).get("epsilon_pct", 1.0) or 1.0)
     if m["state"] == "removed":
-        return f"#### `{name}` — removed\n"
+        return f"#### {name} — removed\n"
     if m["state"] == "error":
-        return f"#### {ICON['fail']} `{name}` — failed to analyse\n\n{esc(m['error'])}\n"
+        return f"#### {ICON['fail']} {name} — failed to analyse\n\n{esc(m['error'])}\n"
     label = {"added": "new model", "changed": "changed", "unchanged": "unchanged", "no-baseline": "no baseline"}[m["state"]]
-    parts = [f"#### `{name}` — {label}"]
+    parts = [f"#### {name} — {label}"]
     if m.get("note"):
         parts.append(f"_{esc(m['note'])}_")
     checks = _checks(m)
@@ -221,7 +221,7 @@ def render(
     unchanged = [m for m in models if m["state"] == "unchanged"]
     unchanged_line = ""
     if unchanged:
-        unchanged_line = "Unchanged: " + ", ".join(f"`{esc(m['name'])}`" for m in unchanged)
+        unchanged_line = "Unchanged: " + ", ".join(code(m["name"]) for m in unchanged)
     attempts = [
         ([model_section(m, d) for m in changed] + [model_section(m, d) for m in unchanged], ""),
         ([model_section(m, d) for m in changed], unchanged_line),

@@ -82,8 +82,8 @@ class RateLimited(GitHubError):
 
 
 class CommentResult(NamedTuple):
-    action: str  # "created" | "updated" | "unchanged" | "skipped-stale"
-    url: str  # html_url of the comment
+    action: str  # "created" | "updated" | "unchanged" | "skipped-stale" | "skipped" (create=False)
+    url: str  # html_url of the comment ("" when skipped)
     deleted: tuple[str, ...] = ()  # html_urls of our own duplicate marker comments removed
 
 
@@ -265,8 +265,12 @@ class Client:
         head_sha: str,
         run_id: int | None = None,
         attempt: int = 1,
+        create: bool = True,
     ) -> CommentResult:
-        """Create, or edit in place, the one comment of ours on the PR that carries ``marker``."""
+        """Create, or edit in place, the one comment of ours on the PR that carries ``marker``.
+
+        ``create=False`` only edits: with no comment yet, nothing is posted (``"skipped"``, no URL).
+        """
         if not (marker.startswith("<!--") and marker.endswith("-->")):
             raise ValueError(f"marker {marker!r} must be a hidden HTML comment")
         if not _SHA_RE.fullmatch(head_sha.lower()):
@@ -278,7 +282,7 @@ class Client:
         return self._call(
             what,
             "pull-requests: write",
-            lambda: self._upsert_once(pr_number, text, marker, stamp, me),
+            lambda: self._upsert_once(pr_number, text, marker, stamp, me, create),
         )
 
     def own_login(self) -> str:
@@ -301,7 +305,7 @@ class Client:
         return str(self._gh.get_user().login)
 
     def _upsert_once(
-        self, pr_number: int, text: str, marker: str, stamp: Stamp, me: str
+        self, pr_number: int, text: str, marker: str, stamp: Stamp, me: str, create: bool
     ) -> CommentResult:
         issue = self._repo.get_issue(pr_number)
         mine = [
@@ -309,6 +313,8 @@ class Client:
             for c in issue.get_comments()
             if c.user is not None and c.user.login.lower() == me and marker in (c.body or "")
         ]
+        if not mine and not create:
+            return CommentResult("skipped", "")
         if not mine:
             created = issue.create_comment(text)
             log.info("created the ha-bot comment %s", created.html_url)

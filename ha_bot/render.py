@@ -15,6 +15,12 @@ def esc(text: object) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s)
 
 
+def code(text: object) -> str:
+    """A repository-controlled name as an inline code span: nothing inside renders or pings."""
+    s = str(text).replace("\r", " ").replace("\n", " ").replace("`", "'")
+    return f"`{s}`"
+
+
 def _scaled(x: float, units: Sequence[tuple[float, str]], digits: int = 3) -> str:
     for factor, unit in units:
         if abs(x) >= factor:

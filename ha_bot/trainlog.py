@@ -80,6 +80,7 @@ _SAMPLES_PER_S = re.compile(r".*((samples?|examples?|images?|imgs?|seqs?|sequenc
                             r"throughput|\bsps\b).*")
 _CLOCK = re.compile(r"(time|elapsed|elapsed_s|elapsed_sec|elapsed_time|time_elapsed|wall_time|walltime|wall|"
                     r"timestamp|_timestamp|_runtime|runtime|train_runtime|time_s)(_ms)?")
+_EVAL = re.compile(r"(^|[^a-z])(eval|evaluation|val|valid|validation|test)([^a-z]|$)")
 _MEMORY = re.compile(r".*(mem|memory).*")
 _NOT_MEMORY = re.compile(r"(pct|percent|util|frac|ratio|%)")
 _LR = re.compile(r"(.*[_/])?(lr|learning_rate)([_/].*)?")
@@ -105,10 +106,11 @@ def kind_of(key: str) -> str:
         return "step"
     if _EPOCH.fullmatch(leaf):
         return "epoch"
+    evaluation = bool(_EVAL.search(k))  # eval throughput and runtime are not the training run's
     for name, rx in (("step_time", _STEP_TIME), ("steps_per_s", _STEPS_PER_S), ("tokens_per_s", _TOKENS_PER_S),
                      ("samples_per_s", _SAMPLES_PER_S)):
         if rx.fullmatch(k):
-            return name
+            return "metric" if evaluation else name
     if _CLOCK.fullmatch(leaf):
         return "clock"
     if _LR.fullmatch(k):
@@ -430,7 +432,7 @@ def _clock(records: Sequence[_Record]) -> tuple[str, list[tuple[int, float]]] | 
                     pass
     for key, vals in series.items():
         vals = [(i, v * _time_scale(key)) for i, v in vals if math.isfinite(v)]
-        if len(vals) >= 2 and all(b[1] >= a[1] for a, b in pairwise(vals)):
+        if vals and all(b[1] >= a[1] for a, b in pairwise(vals)):
             return key, vals
     return None
 
@@ -508,10 +510,11 @@ def _step_time(records: Sequence[_Record], steps: Sequence[float | None], clock:
 def summarize(records: Sequence[_Record], *, name: str, fmt: str, notes: Sequence[str] = ()) -> TrainingSummary:
     notes_out = list(notes)
     steps = _steps(records)
-    clock = _clock(records)
-    if clock is None and "time" in _series(records, "clock"):
+    times = [v for _, v in _series(records, "clock").get("time", [])]
+    if any(b < a for a, b in pairwise(times)):  # mmdetection-style `time`: seconds per iteration
         notes_out.append("`time` is not monotonic: read as seconds per step")
         records = [r._replace(num={("time_per_step" if k == "time" else k): v for k, v in r.num.items()}) for r in records]
+    clock = _clock(records)
     final, best = _metrics(records)
     step_time = _step_time(records, steps, clock, notes_out)
     samples = _median(v for vs in _series(records, "samples_per_s").values() for _, v in vs)
@@ -522,7 +525,10 @@ def summarize(records: Sequence[_Record], *, name: str, fmt: str, notes: Sequenc
     wall = None
     if clock is not None:
         vals = [v for _, v in clock[1]]
-        wall = vals[-1] - vals[0] if vals[0] > 1e8 else vals[-1]
+        if vals[0] <= 1e8:  # time elapsed since the start
+            wall = vals[-1]
+        elif len(vals) > 1:  # timestamps
+            wall = vals[-1] - vals[0]
     failures = (_oom(records, steps) + _nan_failures(records, steps) + _divergence(records, steps)
                 + _step_gaps(records) + (_time_gaps(records, steps, clock[1]) if clock else []))
     failures.sort(key=lambda f: (f.line or 0, f.kind))

@@ -184,7 +184,9 @@ class FakeGitHub:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True
+        )
         self._thread.start()
         return self
 
@@ -562,9 +564,12 @@ def _invalid_body(body: Any) -> _Reply | None:
     )
 
 
-@pytest.fixture
-def fake_github() -> Iterator[FakeGitHub]:
-    """A running FakeGitHub holding the pull request of ``pull_request.opened.json``."""
+@pytest.fixture(name="fake_github")
+def fake_github_fixture() -> Iterator[FakeGitHub]:
+    """``fake_github``: a running FakeGitHub holding the pull request of ``pull_request.opened``.
+
+    Use it with ``from tests.fakegithub import fake_github_fixture`` (the import registers it).
+    """
     with FakeGitHub() as fake:
         fake.add_pull_from_event(load_event("pull_request.opened"))
         yield fake

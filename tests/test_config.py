@@ -50,22 +50,87 @@ def test_good_config(tmp_path):
 @pytest.mark.parametrize(
     ("text", "line", "key", "needle"),
     [
-        ("models:\n  - name: a\n    onnx: a.onnx\nprecison: fp16\n", 4, "precison", "Did you mean 'precision'"),
-        ("models:\n  - name: a\n    onnx: a.onnx\nprecision: fp12\n", 4, "precision", "Allowed: fp32"),
-        ("models:\n  - name: a\n    onnx: a.onnx\n  - name: a\n    onnx: b.onnx\n", 4, "models[1].name", "duplicate"),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\nprecison: fp16\n",
+            4,
+            "precison",
+            "Did you mean 'precision'",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\nprecision: fp12\n",
+            4,
+            "precision",
+            "Allowed: fp32",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\n  - name: a\n    onnx: b.onnx\n",
+            4,
+            "models[1].name",
+            "duplicate",
+        ),
         ("models:\n  - name: a\n    python: net.py:build\n", 2, "models[0] (a)", "needs `inputs"),
-        ("models:\n  - name: a\n    python: net.py:build\n    onnx: x.onnx\n", 2, "models[0] (a)", "exactly one"),
-        ("models:\n  - name: a\n    python: net.py\n    inputs: [[1, 3]]\n", 3, "models[0] (a).python", "path/to/file.py:function"),
-        ("models:\n  - name: a\n    onnx: a.onnx\n    inputs: [{shape: [1, -3]}]\n", 4, "models[0] (a).inputs[0].shape[1]", ">= 0"),
-        ("models:\n  - name: a\n    onnx: a.onnx\n    inputs: [{shape: [1], dtype: float33}]\n", 4, "dtype", "float32"),
-        ("models:\n  - name: a\n    onnx: a.onnx\n    device: cuda\n", 4, "models[0] (a).device", "cpu, meta"),
-        ("models:\n  - name: a\n    onnx: a.onnx\nbatch_sizes: [1, 0]\n", 4, "batch_sizes[1]", ">= 1"),
-        ("models:\n  - name: a\n    onnx: a.onnx\ntraining: {optimizer: lion}\n", 4, "training.optimizer", "adamw"),
-        ("models:\n  - name: a\n    onnx: a.onnx\nbudgets:\n  - {metric: speed, fail: 1}\n", 5, "budgets[0].metric", "latency"),
-        ("models:\n  - name: a\n    onnx: a.onnx\nbudgets:\n  - {metric: macs}\n", 5, "budgets[0]", "warn"),
+        (
+            "models:\n  - name: a\n    python: net.py:build\n    onnx: x.onnx\n",
+            2,
+            "models[0] (a)",
+            "exactly one",
+        ),
+        (
+            "models:\n  - name: a\n    python: net.py\n    inputs: [[1, 3]]\n",
+            3,
+            "models[0] (a).python",
+            "path/to/file.py:function",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\n    inputs: [{shape: [1, -3]}]\n",
+            4,
+            "models[0] (a).inputs[0].shape[1]",
+            ">= 0",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\n    inputs: [{shape: [1], dtype: float33}]\n",
+            4,
+            "dtype",
+            "float32",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\n    device: cuda\n",
+            4,
+            "models[0] (a).device",
+            "cpu, meta",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\nbatch_sizes: [1, 0]\n",
+            4,
+            "batch_sizes[1]",
+            ">= 1",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\ntraining: {optimizer: lion}\n",
+            4,
+            "training.optimizer",
+            "adamw",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\nbudgets:\n  - {metric: speed, fail: 1}\n",
+            5,
+            "budgets[0].metric",
+            "latency",
+        ),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\nbudgets:\n  - {metric: macs}\n",
+            5,
+            "budgets[0]",
+            "warn",
+        ),
         ("models: []\n", 1, "models", "non-empty"),
         ("models:\n  - name: 'bad name!'\n    onnx: a.onnx\n", 2, "models[0].name", "letters"),
-        ("models:\n  - name: a\n    onnx: a.onnx\n    modle: x\n", 4, "models[0].modle", "unknown key"),
+        (
+            "models:\n  - name: a\n    onnx: a.onnx\n    modle: x\n",
+            4,
+            "models[0].modle",
+            "unknown key",
+        ),
     ],
 )
 def test_errors_name_file_line_and_key(tmp_path, text, line, key, needle):
@@ -78,7 +143,9 @@ def test_errors_name_file_line_and_key(tmp_path, text, line, key, needle):
     assert str(err).startswith(f"{path}:{line}")
 
 
-@pytest.mark.parametrize(("text", "needle"), [("models: [\n", "invalid YAML"), ("", "empty"), ("- a\n- b\n", "mapping")])
+@pytest.mark.parametrize(
+    ("text", "needle"), [("models: [\n", "invalid YAML"), ("", "empty"), ("- a\n- b\n", "mapping")]
+)
 def test_malformed_files(tmp_path, text, needle):
     with pytest.raises(ConfigError, match=needle):
         config.load(write(tmp_path, text))
@@ -89,7 +156,9 @@ def test_missing_file(tmp_path):
         config.load(str(tmp_path / "nope.yml"))
 
 
-@pytest.mark.parametrize(("text", "shape"), [("1x3x224x224", (1, 3, 224, 224)), ("1,128", (1, 128)), ("[2, 3]", (2, 3))])
+@pytest.mark.parametrize(
+    ("text", "shape"), [("1x3x224x224", (1, 3, 224, 224)), ("1,128", (1, 128)), ("[2, 3]", (2, 3))]
+)
 def test_parse_shape(text, shape):
     assert config.parse_shape(text) == shape
 
@@ -103,7 +172,9 @@ def test_parse_shape_errors(text):
 def test_unknown_target_lists_closest(tmp_path):
     from ha_bot import analyze
 
-    cfg = config.load(write(tmp_path, "models:\n  - name: a\n    onnx: a.onnx\ntargets: [nvidia_h100_sx]\n"))
+    cfg = config.load(
+        write(tmp_path, "models:\n  - name: a\n    onnx: a.onnx\ntargets: [nvidia_h100_sx]\n")
+    )
     with pytest.raises(ConfigError, match="nvidia_h100_sxm"):
         analyze.select_targets(cfg)
 

@@ -9,7 +9,20 @@ from tests.helpers import count, op, target
 
 
 def test_compute_bound_matmul():
-    c = count([op(macs=10**9, flops=2 * 10**9, act_in=1000, w_in=1000, out=1000, inputs=(0,), outputs=(1,))], {0: 1000, 1: 1000})
+    c = count(
+        [
+            op(
+                macs=10**9,
+                flops=2 * 10**9,
+                act_in=1000,
+                w_in=1000,
+                out=1000,
+                inputs=(0,),
+                outputs=(1,),
+            )
+        ],
+        {0: 1000, 1: 1000},
+    )
     e = cost.estimate(c, target(), "fp16", 1)
     compute = 2e9 / 100e12
     assert e.compute_s == pytest.approx(compute)
@@ -20,7 +33,10 @@ def test_compute_bound_matmul():
 
 def test_memory_bound_elementwise_and_bytes_follow_precision():
     n = 10**8
-    c = count([op("aten::relu", "elementwise", flops=n, act_in=n, out=n, inputs=(0,), outputs=(1,))], {0: n, 1: n})
+    c = count(
+        [op("aten::relu", "elementwise", flops=n, act_in=n, out=n, inputs=(0,), outputs=(1,))],
+        {0: n, 1: n},
+    )
     fp32 = cost.estimate(c, target(), "fp32", 1)
     fp16 = cost.estimate(c, target(), "fp16", 1)
     assert fp32.memory_s == pytest.approx(2 * n * 4 / 1e12)
@@ -29,7 +45,10 @@ def test_memory_bound_elementwise_and_bytes_follow_precision():
 
 
 def test_overhead_bound_tiny_kernels():
-    ops = [op("aten::relu", "elementwise", flops=10, act_in=10, out=10, inputs=(i,), outputs=(i + 1,)) for i in range(5)]
+    ops = [
+        op("aten::relu", "elementwise", flops=10, act_in=10, out=10, inputs=(i,), outputs=(i + 1,))
+        for i in range(5)
+    ]
     c = count(ops, {i: 10 for i in range(6)})
     e = cost.estimate(c, target(), "fp32", 1)
     assert e.bound == "overhead" and e.kernels == 5
@@ -51,7 +70,11 @@ def test_fusion_removes_launch_and_round_trip():
 
 
 def test_batch_scales_activations_not_weights():
-    c = count([op(macs=100, flops=200, act_in=10, w_in=1000, out=10, inputs=(0,), outputs=(1,))], {0: 10, 1: 10}, params=1000)
+    c = count(
+        [op(macs=100, flops=200, act_in=10, w_in=1000, out=10, inputs=(0,), outputs=(1,))],
+        {0: 10, 1: 10},
+        params=1000,
+    )
     one = cost.estimate(c, target(kernel_overhead_s=0), "fp32", 1)
     many = cost.estimate(c, target(kernel_overhead_s=0), "fp32", 8)
     bytes1 = (10 + 10 + 1000) * 4
@@ -81,7 +104,11 @@ def test_precision_fallback_is_reported(peaks, asked, used):
 
 def test_memory_fit_and_max_batch():
     # weights 1000 x 4 B; activations peak 2 x 100 x 4 B per sample
-    c = count([op(macs=1, flops=2, act_in=100, w_in=1000, out=100, inputs=(0,), outputs=(1,))], {0: 100, 1: 100}, params=1000)
+    c = count(
+        [op(macs=1, flops=2, act_in=100, w_in=1000, out=100, inputs=(0,), outputs=(1,))],
+        {0: 100, 1: 100},
+        params=1000,
+    )
     e = cost.estimate(c, target(mem_bytes=4000 + 800 * 10), "fp32", 1)
     assert e.fits is True and e.max_batch == 10
     big = cost.estimate(c, target(mem_bytes=4000 + 800 * 10), "fp32", 11)
@@ -91,7 +118,11 @@ def test_memory_fit_and_max_batch():
 
 
 def test_mcu_weights_in_flash_activations_in_sram():
-    c = count([op(macs=1, flops=2, act_in=100, w_in=1000, out=100, inputs=(0,), outputs=(1,))], {0: 100, 1: 100}, params=1000)
+    c = count(
+        [op(macs=1, flops=2, act_in=100, w_in=1000, out=100, inputs=(0,), outputs=(1,))],
+        {0: 100, 1: 100},
+        params=1000,
+    )
     t = target(mem_bytes=1000, flash_bytes=5000, peak_flops={"fp32": 1e9, "int8": 4e9})
     e = cost.estimate(c, t, "int8", 1)
     assert e.weights_bytes == 1000 and e.fits is True  # 1000 B in flash, 200 B activations in SRAM
@@ -99,7 +130,9 @@ def test_mcu_weights_in_flash_activations_in_sram():
 
 
 def test_energy_power_model():
-    c = count([op(macs=10**9, flops=2 * 10**9, act_in=0, out=0, inputs=(0,), outputs=(1,))], {0: 0, 1: 0})
+    c = count(
+        [op(macs=10**9, flops=2 * 10**9, act_in=0, out=0, inputs=(0,), outputs=(1,))], {0: 0, 1: 0}
+    )
     t = target(kernel_overhead_s=0)
     e = cost.estimate(c, t, "fp16", 1)
     # fully compute-bound at 100% of peak: full TDP for the whole op
@@ -116,13 +149,19 @@ def test_efficiency_by_size_and_calibrated_curve():
     assert cost.compute_rate(tc, "fp32", "matmul", 1e9) == pytest.approx(1e11)
     mid = cost.compute_rate(tc, "fp32", "matmul", 10**7.5)
     assert mid == pytest.approx(1e10, rel=1e-6)  # log-log midpoint
-    assert cost.compute_rate(tc, "fp16", "matmul", 1e9) == pytest.approx(1e12)  # scaled by the fp16/fp32 peak ratio
+    assert cost.compute_rate(tc, "fp16", "matmul", 1e9) == pytest.approx(
+        1e12
+    )  # scaled by the fp16/fp32 peak ratio
 
 
 @pytest.mark.parametrize(("optimizer", "state"), [("sgd", 0), ("sgd_momentum", 4), ("adamw", 8)])
 def test_training_step_memory_and_time(optimizer, state):
     p = 1000
-    c = count([op(macs=10**6, flops=2 * 10**6, act_in=10, w_in=p, out=10, inputs=(0,), outputs=(1,))], {0: 10, 1: 10}, params=p)
+    c = count(
+        [op(macs=10**6, flops=2 * 10**6, act_in=10, w_in=p, out=10, inputs=(0,), outputs=(1,))],
+        {0: 10, 1: 10},
+        params=p,
+    )
     t = target()
     fwd = cost.estimate(c, t, "fp32", 4)
     tr = cost.training_step(c, t, fwd, optimizer, dataset_size=100)
@@ -131,5 +170,7 @@ def test_training_step_memory_and_time(optimizer, state):
     assert tr.step_s > 3 * fwd.latency_s * 0.999
     assert tr.epoch_s == pytest.approx(tr.step_s * 25)
     half = cost.training_step(c, t, cost.estimate(c, t, "fp16", 4), optimizer, None)
-    assert half.memory_bytes == p * 2 + p * 2 + p * state + p * 4 + saved // 2  # + fp32 master weights
+    assert (
+        half.memory_bytes == p * 2 + p * 2 + p * state + p * 4 + saved // 2
+    )  # + fp32 master weights
     assert half.epoch_s is None

@@ -24,21 +24,32 @@ F = TensorProto.FLOAT
 
 # ---- tiny hand-built graphs -----------------------------------------------------------------
 
+
 def vi(name: str, shape: Sequence[int | str] | None, elem: int = F) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def init(name: str, shape: Sequence[int], dtype: type = np.float32,
-         value: np.ndarray | None = None) -> TensorProto:
+def init(
+    name: str, shape: Sequence[int], dtype: type = np.float32, value: np.ndarray | None = None
+) -> TensorProto:
     arr = np.ones(shape, dtype) if value is None else np.asarray(value, dtype)
     return numpy_helper.from_array(arr, name)
 
 
-def save(tmp_path: Path, nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
-         outputs: Sequence[str], inits: Sequence[TensorProto] = (), *, opset: int = 21,
-         value_info: Sequence[onnx.ValueInfoProto] = (), domains: Sequence[str] = ()) -> Path:
-    graph = helper.make_graph(nodes, "g", inputs, [vi(o, None) for o in outputs], list(inits),
-                              value_info=list(value_info))
+def save(
+    tmp_path: Path,
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: Sequence[str],
+    inits: Sequence[TensorProto] = (),
+    *,
+    opset: int = 21,
+    value_info: Sequence[onnx.ValueInfoProto] = (),
+    domains: Sequence[str] = (),
+) -> Path:
+    graph = helper.make_graph(
+        nodes, "g", inputs, [vi(o, None) for o in outputs], list(inits), value_info=list(value_info)
+    )
     opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=opsets), path)
@@ -53,8 +64,15 @@ def only(count: ModelCount, op: str) -> OpRecord:
 def test_conv_groups_and_bias(tmp_path: Path) -> None:
     # X [1,4,8,8], W [8,2,3,3] groups=2, pad 1 -> Y [1,8,8,8] = 512 elements
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, pads=[1, 1, 1, 1])
-    c = count_onnx(save(tmp_path, [node], [vi("x", [1, 4, 8, 8])], ["y"],
-                        [init("w", [8, 2, 3, 3]), init("b", [8])]))
+    c = count_onnx(
+        save(
+            tmp_path,
+            [node],
+            [vi("x", [1, 4, 8, 8])],
+            ["y"],
+            [init("w", [8, 2, 3, 3]), init("b", [8])],
+        )
+    )
     r = only(c, "onnx::Conv")
     assert (r.op_class, r.macs, r.flops) == ("conv", 512 * 2 * 9, 2 * 512 * 18 + 512)
     assert (r.act_in, r.w_in, r.out, r.fixed_bytes) == (256, 144 + 8, 512, 0)
@@ -63,7 +81,9 @@ def test_conv_groups_and_bias(tmp_path: Path) -> None:
 
 def test_depthwise_conv_class(tmp_path: Path) -> None:
     node = helper.make_node("Conv", ["x", "w"], ["y"], group=4, pads=[1, 1, 1, 1])
-    c = count_onnx(save(tmp_path, [node], [vi("x", [1, 4, 8, 8])], ["y"], [init("w", [4, 1, 3, 3])]))
+    c = count_onnx(
+        save(tmp_path, [node], [vi("x", [1, 4, 8, 8])], ["y"], [init("w", [4, 1, 3, 3])])
+    )
     r = only(c, "onnx::Conv")
     assert (r.op_class, r.macs, r.flops) == ("dwconv", 256 * 9, 2 * 256 * 9)
 
@@ -71,16 +91,22 @@ def test_depthwise_conv_class(tmp_path: Path) -> None:
 def test_conv_transpose(tmp_path: Path) -> None:
     # X [1,4,5,5], W [4,3,2,2] stride 2 -> Y [1,3,10,10]; each input element feeds 3 x 2 x 2 outputs
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])
-    c = count_onnx(save(tmp_path, [node], [vi("x", [1, 4, 5, 5])], ["y"], [init("w", [4, 3, 2, 2])]))
+    c = count_onnx(
+        save(tmp_path, [node], [vi("x", [1, 4, 5, 5])], ["y"], [init("w", [4, 3, 2, 2])])
+    )
     r = only(c, "onnx::ConvTranspose")
     assert (r.op_class, r.macs, r.out) == ("conv", 100 * 12, 300)
 
 
-@pytest.mark.parametrize(("alpha", "beta", "extra"), [(1.0, 1.0, 8), (0.5, 1.0, 16), (1.0, 2.0, 16)])
+@pytest.mark.parametrize(
+    ("alpha", "beta", "extra"), [(1.0, 1.0, 8), (0.5, 1.0, 16), (1.0, 2.0, 16)]
+)
 def test_gemm_transb_bias(tmp_path: Path, alpha: float, beta: float, extra: int) -> None:
     # A [2,3] x B^T with B [4,3] + C [4] -> [2,4]: 2 x 4 x 3 MACs
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1, alpha=alpha, beta=beta)
-    c = count_onnx(save(tmp_path, [node], [vi("a", [2, 3])], ["y"], [init("b", [4, 3]), init("c", [4])]))
+    c = count_onnx(
+        save(tmp_path, [node], [vi("a", [2, 3])], ["y"], [init("b", [4, 3]), init("c", [4])])
+    )
     r = only(c, "onnx::Gemm")
     assert (r.op_class, r.macs, r.flops) == ("matmul", 24, 48 + extra)
     assert (r.act_in, r.w_in, r.out) == (6, 16, 8)
@@ -92,12 +118,15 @@ def test_gemm_transa(tmp_path: Path) -> None:
     assert only(c, "onnx::Gemm").macs == 2 * 4 * 3
 
 
-@pytest.mark.parametrize(("a", "b", "macs"), [
-    ([2, 3, 4, 5], [5, 6], 2 * 3 * 4 * 6 * 5),  # batched x matrix
-    ([2, 1, 4, 5], [3, 5, 6], 2 * 3 * 4 * 6 * 5),  # broadcast batch dims
-    ([5], [2, 5, 6], 2 * 6 * 5),  # 1-D left operand
-    ([4, 5], [5], 4 * 5),  # 1-D right operand
-])
+@pytest.mark.parametrize(
+    ("a", "b", "macs"),
+    [
+        ([2, 3, 4, 5], [5, 6], 2 * 3 * 4 * 6 * 5),  # batched x matrix
+        ([2, 1, 4, 5], [3, 5, 6], 2 * 3 * 4 * 6 * 5),  # broadcast batch dims
+        ([5], [2, 5, 6], 2 * 6 * 5),  # 1-D left operand
+        ([4, 5], [5], 4 * 5),  # 1-D right operand
+    ],
+)
 def test_matmul_batched(tmp_path: Path, a: list[int], b: list[int], macs: int) -> None:
     node = helper.make_node("MatMul", ["a", "b"], ["y"])
     c = count_onnx(save(tmp_path, [node], [vi("a", a), vi("b", b)], ["y"]))
@@ -140,8 +169,9 @@ def test_batch_norm_stats_are_buffers(tmp_path: Path) -> None:
 
 def test_max_pool(tmp_path: Path) -> None:
     # [1,2,8,8], kernel 3, stride 2, pad 1 -> [1,2,4,4] = 32 outputs, 9 reads each
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
-                            pads=[1, 1, 1, 1])
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+    )
     c = count_onnx(save(tmp_path, [node], [vi("x", [1, 2, 8, 8])], ["y"]))
     r = only(c, "onnx::MaxPool")
     assert (r.op_class, r.flops, r.act_in, r.out) == ("pool", 32 * 9, 128, 32)
@@ -157,8 +187,15 @@ def test_global_average_pool(tmp_path: Path) -> None:
 def test_resize(tmp_path: Path, mode: str, per_out: int) -> None:
     # [1,2,4,4] x2 -> [1,2,8,8] = 128 outputs
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode)
-    c = count_onnx(save(tmp_path, [node], [vi("x", [1, 2, 4, 4])], ["y"],
-                        [init("scales", [4], value=[1, 1, 2, 2])]))
+    c = count_onnx(
+        save(
+            tmp_path,
+            [node],
+            [vi("x", [1, 2, 4, 4])],
+            ["y"],
+            [init("scales", [4], value=[1, 1, 2, 2])],
+        )
+    )
     r = only(c, "onnx::Resize")
     assert (r.op_class, r.flops, r.out) == ("pool", per_out * 128, 128)
     assert (c.params, c.buffers) == (0, 4)  # scales are a constant, not a parameter
@@ -166,8 +203,15 @@ def test_resize(tmp_path: Path, mode: str, per_out: int) -> None:
 
 def test_gather_embedding_reads_rows_not_table(tmp_path: Path) -> None:
     node = helper.make_node("Gather", ["table", "ids"], ["y"])
-    c = count_onnx(save(tmp_path, [node], [vi("ids", [2, 3], TensorProto.INT64)], ["y"],
-                        [init("table", [100, 16])]))
+    c = count_onnx(
+        save(
+            tmp_path,
+            [node],
+            [vi("ids", [2, 3], TensorProto.INT64)],
+            ["y"],
+            [init("table", [100, 16])],
+        )
+    )
     r = only(c, "onnx::Gather")
     assert (r.op_class, r.flops, r.act_in, r.w_in, r.out) == ("embedding", 0, 0, 96, 96)
     assert r.fixed_bytes == 6 * 8  # the int64 indices
@@ -177,8 +221,9 @@ def test_gather_embedding_reads_rows_not_table(tmp_path: Path) -> None:
 
 def test_gather_on_activations_is_memory(tmp_path: Path) -> None:
     node = helper.make_node("Gather", ["x", "idx"], ["y"])
-    c = count_onnx(save(tmp_path, [node], [vi("x", [5, 16])], ["y"],
-                        [init("idx", [3], np.int64, [0, 2, 4])]))
+    c = count_onnx(
+        save(tmp_path, [node], [vi("x", [5, 16])], ["y"], [init("idx", [3], np.int64, [0, 2, 4])])
+    )
     r = only(c, "onnx::Gather")
     assert (r.op_class, r.act_in, r.w_in, r.out, r.fixed_bytes) == ("memory", 48, 0, 48, 24)
     assert c.weight_fixed_bytes == 24
@@ -190,11 +235,17 @@ def test_views_alias_and_copies_move_bytes(tmp_path: Path) -> None:
         helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0]),
         helper.make_node("Relu", ["t"], ["y"]),
     ]
-    c = count_onnx(save(tmp_path, nodes, [vi("x", [2, 3, 4])], ["y"],
-                        [init("shape", [2], np.int64, [6, 4])]))
+    c = count_onnx(
+        save(tmp_path, nodes, [vi("x", [2, 3, 4])], ["y"], [init("shape", [2], np.int64, [6, 4])])
+    )
     reshape, transpose, relu = c.ops
     assert reshape == OpRecord("onnx::Reshape", "", "view", 0, 0, 0, 0, 0, 0, True, (0,), ())
-    assert (transpose.op_class, transpose.act_in, transpose.out, transpose.flops) == ("memory", 24, 24, 0)
+    assert (transpose.op_class, transpose.act_in, transpose.out, transpose.flops) == (
+        "memory",
+        24,
+        24,
+        0,
+    )
     assert transpose.inputs == (0,)  # reads the reshape's storage: the model input
     assert relu.inputs == transpose.outputs and relu.flops == 24
     assert c.tensors == {0: 24, 1: 24, 2: 24} and c.float_tensors == {0, 1, 2}
@@ -202,17 +253,34 @@ def test_views_alias_and_copies_move_bytes(tmp_path: Path) -> None:
 
 def test_slice_reads_what_it_writes(tmp_path: Path) -> None:
     node = helper.make_node("Slice", ["x", "st", "en"], ["y"])
-    c = count_onnx(save(tmp_path, [node], [vi("x", [10, 4])], ["y"],
-                        [init("st", [1], np.int64, [0]), init("en", [1], np.int64, [3])]))
+    c = count_onnx(
+        save(
+            tmp_path,
+            [node],
+            [vi("x", [10, 4])],
+            ["y"],
+            [init("st", [1], np.int64, [0]), init("en", [1], np.int64, [3])],
+        )
+    )
     r = only(c, "onnx::Slice")
     assert (r.op_class, r.act_in, r.out, r.fixed_bytes) == ("memory", 12, 12, 16)
 
 
 def test_elementwise_and_reduction(tmp_path: Path) -> None:
-    nodes = [helper.make_node("Add", ["x", "bias"], ["a"]), helper.make_node("Gelu", ["a"], ["g"]),
-             helper.make_node("ReduceMean", ["g", "axes"], ["y"])]
-    c = count_onnx(save(tmp_path, nodes, [vi("x", [2, 8])], ["y"],
-                        [init("bias", [8]), init("axes", [1], np.int64, [1])]))
+    nodes = [
+        helper.make_node("Add", ["x", "bias"], ["a"]),
+        helper.make_node("Gelu", ["a"], ["g"]),
+        helper.make_node("ReduceMean", ["g", "axes"], ["y"]),
+    ]
+    c = count_onnx(
+        save(
+            tmp_path,
+            nodes,
+            [vi("x", [2, 8])],
+            ["y"],
+            [init("bias", [8]), init("axes", [1], np.int64, [1])],
+        )
+    )
     add, gelu, mean = c.ops
     assert (add.op_class, add.flops, add.act_in, add.w_in) == ("elementwise", 16, 16, 8)
     assert (gelu.op_class, gelu.flops) == ("elementwise", 16)
@@ -225,33 +293,61 @@ def test_attention_op_causal(tmp_path: Path) -> None:
     ins = [vi(n, [2, 4, 8, 16]) for n in "qkv"]
     c = count_onnx(save(tmp_path, [node], ins, ["y"], opset=23))
     r = only(c, "onnx::Attention")
-    assert (r.op_class, r.macs, r.flops) == ("attention", 2 * 4 * 36 * 32, 2 * 2 * 4 * 36 * 32 + 4 * 2 * 4 * 36)
+    assert (r.op_class, r.macs, r.flops) == (
+        "attention",
+        2 * 4 * 36 * 32,
+        2 * 2 * 4 * 36 * 32 + 4 * 2 * 4 * 36,
+    )
 
 
 def test_unknown_custom_op_is_unsupported_with_bytes(tmp_path: Path) -> None:
-    nodes = [helper.make_node("Fancy", ["x"], ["f"], domain="my.ops", name="fancy1"),
-             helper.make_node("Relu", ["f"], ["y"])]
-    c = count_onnx(save(tmp_path, nodes, [vi("x", [2, 3])], ["y"], value_info=[vi("f", [2, 3, 2])],
-                        domains=["my.ops"]))
+    nodes = [
+        helper.make_node("Fancy", ["x"], ["f"], domain="my.ops", name="fancy1"),
+        helper.make_node("Relu", ["f"], ["y"]),
+    ]
+    c = count_onnx(
+        save(
+            tmp_path,
+            nodes,
+            [vi("x", [2, 3])],
+            ["y"],
+            value_info=[vi("f", [2, 3, 2])],
+            domains=["my.ops"],
+        )
+    )
     fancy, relu = c.ops
-    assert fancy == OpRecord("onnx::my.ops.Fancy", "", "other", 0, 0, 6, 0, 12, 0, False, (0,), (1,))
+    assert fancy == OpRecord(
+        "onnx::my.ops.Fancy", "", "other", 0, 0, 6, 0, 12, 0, False, (0,), (1,)
+    )
     assert relu.supported and relu.flops == 12
 
 
 def test_custom_op_without_shapes_names_the_node(tmp_path: Path) -> None:
-    nodes = [helper.make_node("Fancy", ["x"], ["f"], domain="my.ops", name="fancy1"),
-             helper.make_node("Relu", ["f"], ["y"])]
+    nodes = [
+        helper.make_node("Fancy", ["x"], ["f"], domain="my.ops", name="fancy1"),
+        helper.make_node("Relu", ["f"], ["y"]),
+    ]
     path = save(tmp_path, nodes, [vi("x", [2, 3])], ["y"], domains=["my.ops"])
     with pytest.raises(ModelError, match=r"m\.onnx.*'f'.*fancy1.*my\.ops\.Fancy"):
         count_onnx(path)
 
 
 def test_every_node_gets_a_record_and_valid_class(tmp_path: Path) -> None:
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Constant", [], ["c"],
-             value=numpy_helper.from_array(np.array([1.5], np.float32))),
-             helper.make_node("ConstantOfShape", ["s"], ["z"]), helper.make_node("Mul", ["z", "c"], ["y"])]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node(
+            "Constant", [], ["c"], value=numpy_helper.from_array(np.array([1.5], np.float32))
+        ),
+        helper.make_node("ConstantOfShape", ["s"], ["z"]),
+        helper.make_node("Mul", ["z", "c"], ["y"]),
+    ]
     c = count_onnx(save(tmp_path, nodes, [vi("x", [2, 3])], ["y"]))
-    assert [r.op for r in c.ops] == ["onnx::Shape", "onnx::Constant", "onnx::ConstantOfShape", "onnx::Mul"]
+    assert [r.op for r in c.ops] == [
+        "onnx::Shape",
+        "onnx::Constant",
+        "onnx::ConstantOfShape",
+        "onnx::Mul",
+    ]
     assert all(r.op_class in OP_CLASSES and r.supported for r in c.ops)
     shape, _const, _fill, mul = c.ops
     assert (shape.act_in, shape.fixed_bytes) == (0, 16)  # metadata only; writes 2 int64
@@ -260,6 +356,7 @@ def test_every_node_gets_a_record_and_valid_class(tmp_path: Path) -> None:
 
 
 # ---- free dimensions ------------------------------------------------------------------------
+
 
 def test_symbolic_dims_default_to_one_or_input_shapes(tmp_path: Path) -> None:
     node = helper.make_node("MatMul", ["x", "w"], ["y"])
@@ -287,9 +384,14 @@ def test_shape_arithmetic_beyond_onnx_data_propagation(tmp_path: Path) -> None:
         helper.make_node("Reshape", ["x", "shape"], ["r"]),
         helper.make_node("MatMul", ["r", "w"], ["y"]),
     ]
-    inits = [init("zero", [], np.int64, 0), init("one", [], np.int64, 1),
-             init("four", [], np.int64, 4), init("four1", [1], np.int64, [4]),
-             init("ax", [1], np.int64, [0]), init("w", [4, 5])]
+    inits = [
+        init("zero", [], np.int64, 0),
+        init("one", [], np.int64, 1),
+        init("four", [], np.int64, 4),
+        init("four1", [1], np.int64, [4]),
+        init("ax", [1], np.int64, [0]),
+        init("w", [4, 5]),
+    ]
     path = save(tmp_path, nodes, [vi("x", ["batch", 8])], ["y"], inits)
     c = count_onnx(path, input_shapes={"x": [3, 8]})
     assert only(c, "onnx::MatMul").macs == 3 * 2 * 5 * 4
@@ -297,6 +399,7 @@ def test_shape_arithmetic_beyond_onnx_data_propagation(tmp_path: Path) -> None:
 
 
 # ---- bad files ------------------------------------------------------------------------------
+
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.onnx"
@@ -316,7 +419,9 @@ def test_garbage_file(tmp_path: Path, content: bytes) -> None:
 
 
 def test_parsable_but_invalid_model(tmp_path: Path) -> None:
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", [2])], [vi("y", [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", [2])], [vi("y", [2])]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     del model.opset_import[:]  # what a file cut right after its graph looks like
     path = tmp_path / "cut.onnx"
@@ -327,10 +432,13 @@ def test_parsable_but_invalid_model(tmp_path: Path) -> None:
 
 # ---- agreement with PyTorch -----------------------------------------------------------------
 
+
 class SmallCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU()
+        )
         self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
         self.bn = nn.BatchNorm2d(16)
         self.pw = nn.Conv2d(16, 64, 1)
@@ -404,8 +512,9 @@ def _export(model: nn.Module, x: torch.Tensor, path: Path, *, dynamo: bool) -> N
         if dynamo:
             torch.onnx.export(model, (x,), path, dynamo=True, input_names=["x"], verbose=False)
         else:  # the TorchScript exporter: deprecated in torch 2.9+, still present in 2.13
-            torch.onnx.export(model, (x,), path, dynamo=False, input_names=["x"],
-                              dynamic_axes={"x": {0: "batch"}})
+            torch.onnx.export(
+                model, (x,), path, dynamo=False, input_names=["x"], dynamic_axes={"x": {0: "batch"}}
+            )
 
 
 def _torch_macs(model: nn.Module, x: torch.Tensor) -> int:
@@ -425,9 +534,15 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(("name", "dynamo"), [
-    ("cnn", False), ("encoder", False), ("embedding", False), ("encoder", True),
-])
+@pytest.mark.parametrize(
+    ("name", "dynamo"),
+    [
+        ("cnn", False),
+        ("encoder", False),
+        ("embedding", False),
+        ("encoder", True),
+    ],
+)
 def test_agrees_with_torch(tmp_path: Path, name: str, dynamo: bool) -> None:
     factory, make_input = CASES[name]
     model, x = _trained_like(factory()), make_input()

@@ -58,9 +58,24 @@ def test_linear_on_3d_input():
     [
         (lambda m, a, b: a @ b, [(4, 8, 16), (4, 16, 32)], 4 * 8 * 32 * 16, 0),
         (lambda m, a, b: torch.bmm(a, b), [(4, 8, 16), (4, 16, 32)], 4 * 8 * 32 * 16, 0),
-        (lambda m, c, a, b: torch.baddbmm(c, a, b), [(4, 8, 32), (4, 8, 16), (4, 16, 32)], 4 * 8 * 32 * 16, 4 * 8 * 32),
-        (lambda m, c, a, b: torch.baddbmm(c, a, b, alpha=0.5), [(4, 8, 32), (4, 8, 16), (4, 16, 32)], 4 * 8 * 32 * 16, 2 * 4 * 8 * 32),
-        (lambda m, a, b: torch.einsum("bij,bjk->bik", a, b), [(4, 8, 16), (4, 16, 32)], 4 * 8 * 32 * 16, 0),
+        (
+            lambda m, c, a, b: torch.baddbmm(c, a, b),
+            [(4, 8, 32), (4, 8, 16), (4, 16, 32)],
+            4 * 8 * 32 * 16,
+            4 * 8 * 32,
+        ),
+        (
+            lambda m, c, a, b: torch.baddbmm(c, a, b, alpha=0.5),
+            [(4, 8, 32), (4, 8, 16), (4, 16, 32)],
+            4 * 8 * 32 * 16,
+            2 * 4 * 8 * 32,
+        ),
+        (
+            lambda m, a, b: torch.einsum("bij,bjk->bik", a, b),
+            [(4, 8, 16), (4, 16, 32)],
+            4 * 8 * 32 * 16,
+            0,
+        ),
     ],
 )
 def test_matmul_family(fn, shapes, macs, extra):
@@ -78,7 +93,11 @@ def test_matmul_family(fn, shapes, macs, extra):
 def test_sdpa_causal_and_grouped_query(causal, hq, hkv, lq, lk):
     b, e = 2, 32
     q, k, v = torch.randn(b, hq, lq, e), torch.randn(b, hkv, lk, e), torch.randn(b, hkv, lk, e)
-    model = Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv))
+    model = Fn(
+        lambda m, q, k, v: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, enable_gqa=hq != hkv
+        )
+    )
     _, ops = ops_of(model, q, k, v)
     (op,) = [o for o in ops if o.op_class == "attention"]
     pairs = sum(min(i + 1, lk) for i in range(lq)) if causal else lq * lk
@@ -91,7 +110,11 @@ def test_transformer_encoder_fast_path_is_made_visible():
     c, ops = ops_of(layer, torch.randn(2, 10, 64))
     kinds = {o.op for o in ops}
     assert "aten::_transformer_encoder_layer_fwd" not in kinds
-    assert "aten::scaled_dot_product_attention" in kinds or "aten::bmm" in kinds or "aten::matmul" in kinds
+    assert (
+        "aten::scaled_dot_product_attention" in kinds
+        or "aten::bmm" in kinds
+        or "aten::matmul" in kinds
+    )
     tokens = 20
     linear_macs = tokens * (3 * 64 * 64 + 64 * 64 + 2 * 64 * 128)
     attn_macs = 2 * 4 * 10 * 10 * 16 * 2

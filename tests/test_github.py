@@ -7,7 +7,6 @@ import traceback
 from typing import Any
 
 import pytest
-from fakegithub import ACTIONS_BOT, NOT_ACCESSIBLE, SECONDARY_RATE_LIMIT, FakeGitHub, load_event
 
 from ha_bot.errors import HaBotError
 from ha_bot.github import (
@@ -28,6 +27,14 @@ from ha_bot.github import (
     parse_stamp,
     shorten,
 )
+from tests.fakegithub import (
+    ACTIONS_BOT,
+    NOT_ACCESSIBLE,
+    SECONDARY_RATE_LIMIT,
+    FakeGitHub,
+    fake_github_fixture,  # noqa: F401  (registers the fake_github fixture)
+    load_event,
+)
 
 OPENED = load_event("pull_request.opened")
 SYNCHRONIZE = load_event("pull_request.synchronize")
@@ -42,8 +49,6 @@ TOKEN = "ghs_s3cr3tT0kenValue0123456789abcdefXYZ"
 COMMENTS = "/repos/{owner}/{repo}/issues/{number}/comments"
 STATUSES = "/repos/{owner}/{repo}/statuses/{sha}"
 PULL = "/repos/{owner}/{repo}/pulls/{number}"
-
-pytest_plugins = ["fakegithub"]  # the fake_github fixture
 
 
 @pytest.fixture
@@ -195,6 +200,15 @@ def test_a_stale_run_does_not_overwrite_a_newer_one(
 def test_without_run_ids_the_last_writer_wins(client: Client, fake_github: FakeGitHub) -> None:
     client.upsert_comment(PR, "one", marker=MARKER, head_sha=HEAD)
     assert client.upsert_comment(PR, "two", marker=MARKER, head_sha=HEAD).action == "updated"
+
+
+def test_create_false_only_edits(client: Client, fake_github: FakeGitHub) -> None:
+    skipped = client.upsert_comment(PR, "x", marker=MARKER, head_sha=HEAD, create=False)
+    assert skipped == CommentResult("skipped", "")
+    assert not fake_github.requests("POST")
+    upsert(client, "first", run=1)
+    edited = client.upsert_comment(PR, "y", marker=MARKER, head_sha=HEAD, run_id=2, create=False)
+    assert edited.action == "updated"
 
 
 def test_duplicates_the_newest_is_edited_the_older_of_ours_deleted(

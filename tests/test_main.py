@@ -30,7 +30,13 @@ PRINTS = "import torch\nprint('{\"status\": \"ok\"}')\ndef build():\n    print('
 def repo(tmp_path, monkeypatch):
     models = tmp_path / "models"
     models.mkdir()
-    for name, body in [("good", GOOD), ("broken", BROKEN_IMPORT), ("raises", RAISES), ("notmod", NOT_MODULE), ("prints", PRINTS)]:
+    for name, body in [
+        ("good", GOOD),
+        ("broken", BROKEN_IMPORT),
+        ("raises", RAISES),
+        ("notmod", NOT_MODULE),
+        ("prints", PRINTS),
+    ]:
         (models / f"{name}.py").write_text(textwrap.dedent(body))
     shutil.copy(os.path.join(EXAMPLES, "models", "mlp.onnx"), models / "mlp.onnx")
     (models / "garbage.onnx").write_bytes(b"\x08\x07not really onnx" * 10)
@@ -49,12 +55,34 @@ def run_json(capsys, argv):
     return code, json.loads(out)
 
 
-SCHEMA_MODEL_KEYS = {"name", "status", "error", "params", "macs", "flops", "coverage", "unsupported_ops", "estimates"}
-SCHEMA_ESTIMATE_KEYS = {"target", "precision", "batch", "latency_s", "throughput_per_s", "bound", "memory_bytes", "fits", "energy_j"}
+SCHEMA_MODEL_KEYS = {
+    "name",
+    "status",
+    "error",
+    "params",
+    "macs",
+    "flops",
+    "coverage",
+    "unsupported_ops",
+    "estimates",
+}
+SCHEMA_ESTIMATE_KEYS = {
+    "target",
+    "precision",
+    "batch",
+    "latency_s",
+    "throughput_per_s",
+    "bound",
+    "memory_bytes",
+    "fits",
+    "energy_j",
+}
 
 
 def test_config_run_json_schema_and_bad_models(repo, capsys):
-    path = cfg(repo, """
+    path = cfg(
+        repo,
+        """
       - {name: good, python: models/good.py:build, kwargs: {width: 4}, inputs: [{shape: [1, 3, 16, 16]}]}
       - {name: broken, python: models/broken.py:build, inputs: [{shape: [1, 3]}]}
       - {name: raises, python: models/raises.py:build, inputs: [{shape: [1, 3]}]}
@@ -66,7 +94,9 @@ def test_config_run_json_schema_and_bad_models(repo, capsys):
       - {name: mlp, onnx: models/mlp.onnx}
       - {name: garbage, onnx: models/garbage.onnx}
       - {name: nofile, onnx: models/absent.onnx}
-    """, "targets: [nvidia_h100_sxm, rpi5_cortex_a76]\nbatch_sizes: [1, 4]\n")
+    """,
+        "targets: [nvidia_h100_sxm, rpi5_cortex_a76]\nbatch_sizes: [1, 4]\n",
+    )
     code, doc = run_json(capsys, ["analyze", "--config", path, "--json", "-q"])
     assert code == 1
     assert doc["schema_version"] == 1
@@ -99,7 +129,21 @@ def test_json_is_deterministic(repo, capsys):
 
 
 def test_zero_config_onnx_and_python(repo, capsys):
-    code, doc = run_json(capsys, ["analyze", "models/mlp.onnx", "--target", "nvidia_t4", "--batch", "8", "--precision", "int8", "--json", "-q"])
+    code, doc = run_json(
+        capsys,
+        [
+            "analyze",
+            "models/mlp.onnx",
+            "--target",
+            "nvidia_t4",
+            "--batch",
+            "8",
+            "--precision",
+            "int8",
+            "--json",
+            "-q",
+        ],
+    )
     assert code == 0
     (m,) = doc["models"]
     assert m["status"] == "ok" and m["params"] == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
@@ -111,8 +155,22 @@ def test_zero_config_onnx_and_python(repo, capsys):
 
 
 def test_targets_file_option(repo, capsys):
-    (repo / "t.yml").write_text("id: my_cpu\nkind: cpu\npeak_tflops: {fp32: 0.5}\nmem_bw_gbps: 20\nmem_gb: 16\n")
-    code, doc = run_json(capsys, ["analyze", "models/mlp.onnx", "--targets-file", "t.yml", "--target", "my_cpu", "--json", "-q"])
+    (repo / "t.yml").write_text(
+        "id: my_cpu\nkind: cpu\npeak_tflops: {fp32: 0.5}\nmem_bw_gbps: 20\nmem_gb: 16\n"
+    )
+    code, doc = run_json(
+        capsys,
+        [
+            "analyze",
+            "models/mlp.onnx",
+            "--targets-file",
+            "t.yml",
+            "--target",
+            "my_cpu",
+            "--json",
+            "-q",
+        ],
+    )
     assert code == 0 and doc["models"][0]["estimates"][0]["target"] == "my_cpu"
 
 

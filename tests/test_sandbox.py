@@ -29,9 +29,15 @@ def test_secrets_are_removed_from_model_code_environment(tmp_path, monkeypatch):
 
     (tmp_path / "spy.py").write_text(textwrap.dedent(SPY))
     secrets = {
-        "GITHUB_TOKEN": "ghs_x", "ANTHROPIC_API_KEY": "sk-ant", "ACTIONS_RUNTIME_TOKEN": "a",
-        "ACTIONS_ID_TOKEN_REQUEST_URL": "http://x", "MY_SECRET": "s", "DB_PASSWORD": "p", "AWS_ACCESS_KEY_ID": "k",
-        "INPUT_GITHUB-TOKEN": "t", "npm_token": "n",
+        "GITHUB_TOKEN": "ghs_x",
+        "ANTHROPIC_API_KEY": "sk-ant",
+        "ACTIONS_RUNTIME_TOKEN": "a",
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "http://x",
+        "MY_SECRET": "s",
+        "DB_PASSWORD": "p",
+        "AWS_ACCESS_KEY_ID": "k",
+        "INPUT_GITHUB-TOKEN": "t",
+        "npm_token": "n",
     }
     for k, v in secrets.items():
         monkeypatch.setenv(k, v)
@@ -43,7 +49,17 @@ def test_secrets_are_removed_from_model_code_environment(tmp_path, monkeypatch):
     assert seen["HOME_SWEET_HOME"] == "kept"
 
 
-@pytest.mark.parametrize("name", ["GITHUB_TOKEN", "ANTHROPIC_API_KEY", "ACTIONS_CACHE_URL", "X_SECRET_Y", "PGPASSWORD", "SSH_KEY_PATH"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GITHUB_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "ACTIONS_CACHE_URL",
+        "X_SECRET_Y",
+        "PGPASSWORD",
+        "SSH_KEY_PATH",
+    ],
+)
 def test_scrubbed_env_drops(name):
     assert name not in sandbox.scrubbed_env({name: "v", "PATH": "/bin"})
 

@@ -159,7 +159,9 @@ def test_custom_target_file_loads_with_defaults(tmp_path: Path) -> None:
 
 
 def test_base_inherits_every_field_not_given(tmp_path: Path) -> None:
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
         targets:
           - id: h100_capped
             base: nvidia_h100_sxm
@@ -171,19 +173,34 @@ def test_base_inherits_every_field_not_given(tmp_path: Path) -> None:
           - id: h100_capped_int8
             base: h100_capped
             peak_tflops: {int8: null}
-    """)
+    """,
+    )
     targets = load_targets_file(path)
     h100 = BUILTIN["nvidia_h100_sxm"]
     capped, capped8 = targets["h100_capped"], targets["h100_capped_int8"]
     assert capped.mem_bw == 3e12 and capped.tdp_w == 500 and capped.peak_flops["bf16"] == 900e12
     assert "fp8" not in capped.peak_flops and capped.peak_flops["fp16"] == h100.peak_flops["fp16"]
     assert capped.efficiency == {**h100.efficiency, "matmul": 0.7}
-    for field in ("kind", "name", "vector_flops", "mem_bytes", "onchip_bytes", "kernel_overhead_s",
-                  "idle_fraction", "half_flops", "sources"):
+    for field in (
+        "kind",
+        "name",
+        "vector_flops",
+        "mem_bytes",
+        "onchip_bytes",
+        "kernel_overhead_s",
+        "idle_fraction",
+        "half_flops",
+        "sources",
+    ):
         assert getattr(capped, field) == getattr(h100, field), field
-    assert capped.notes.startswith("power-capped at 500 W") and "inherited from nvidia_h100_sxm" in capped.notes
+    assert (
+        capped.notes.startswith("power-capped at 500 W")
+        and "inherited from nvidia_h100_sxm" in capped.notes
+    )
     assert capped.origin == path
-    assert "int8" not in capped8.peak_flops and capped8.mem_bw == 3e12  # base defined earlier in the file
+    assert (
+        "int8" not in capped8.peak_flops and capped8.mem_bw == 3e12
+    )  # base defined earlier in the file
     assert capped8.notes == capped.notes
 
 
@@ -191,18 +208,32 @@ def test_same_id_overrides_the_builtin(tmp_path: Path) -> None:
     path = write(tmp_path, "id: rpi5_cortex_a76\nmem_bw_gbps: 12\n")
     (t,) = load_targets_file(path).values()
     assert t.mem_bw == 12e9 and t.origin == path
-    assert t._replace(mem_bw=0, origin="") == BUILTIN["rpi5_cortex_a76"]._replace(mem_bw=0, origin="")
+    assert t._replace(mem_bw=0, origin="") == BUILTIN["rpi5_cortex_a76"]._replace(
+        mem_bw=0, origin=""
+    )
     available = {**BUILTIN, t.id: t}
     assert resolve(["rpi5_cortex_a76"], available) == [t]
 
 
 def test_parse_target_without_line_info() -> None:
-    t = parse_target({"id": "x", "kind": "npu", "peak_tflops": {"int8": 4}, "vector_tflops": 0.1,
-                      "mem_bw_gbps": 1}, origin=".ha-bot.yml", bases={})
+    t = parse_target(
+        {
+            "id": "x",
+            "kind": "npu",
+            "peak_tflops": {"int8": 4},
+            "vector_tflops": 0.1,
+            "mem_bw_gbps": 1,
+        },
+        origin=".ha-bot.yml",
+        bases={},
+    )
     assert isinstance(t, Target) and t.peak_flops == {"int8": 4e12} and t.origin == ".ha-bot.yml"
     with pytest.raises(ConfigError) as err:
-        parse_target({"id": "x", "kind": "npu", "peak_tflops": {"int8": 4}, "mem_bw_gbps": 1},
-                     origin=".ha-bot.yml", bases={})
+        parse_target(
+            {"id": "x", "kind": "npu", "peak_tflops": {"int8": 4}, "mem_bw_gbps": 1},
+            origin=".ha-bot.yml",
+            bases={},
+        )
     assert err.value.key == "vector_tflops" and err.value.line is None
 
 
@@ -234,7 +265,12 @@ LIST = "targets:\n  - id: t\n    kind: gpu\n    peak_tflops:\n      fp32: 10\n  
         (GOOD.replace("id: t", "id: 'bad id'"), 1, "id", "not a valid id"),
         (LIST + "  - id: u\n    kind: cpu\n", 7, "peak_tflops", "needs a dense peak"),
         (LIST + "  - id: t\n    base: t\n", 7, "id", "defined twice"),
-        (LIST + "  - id: u\n    base: t\n    peak_tflops: {fp16: 0}\n", 9, "peak_tflops.fp16", "> 0"),
+        (
+            LIST + "  - id: u\n    base: t\n    peak_tflops: {fp16: 0}\n",
+            9,
+            "peak_tflops.fp16",
+            "> 0",
+        ),
         (LIST + "extra: 1\n", 7, "extra", "holds only that key"),
     ],
 )
@@ -258,7 +294,9 @@ def test_errors_name_file_line_and_key(
         ("", None, "expected a target mapping"),
     ],
 )
-def test_bad_yaml_names_file_and_line(tmp_path: Path, text: str, line: int | None, fragment: str) -> None:
+def test_bad_yaml_names_file_and_line(
+    tmp_path: Path, text: str, line: int | None, fragment: str
+) -> None:
     path = write(tmp_path, text, "broken.yaml")
     with pytest.raises(ConfigError) as err:
         load_targets_file(path)
@@ -303,7 +341,17 @@ def test_targets_table_lists_every_target() -> None:
     assert lines[0].split()[:6] == ["id", "kind", "fp32", "fp16", "bf16", "int8"]
     assert len(lines) == len(BUILTIN) + 3
     row = next(line for line in lines if line.startswith("nvidia_h100_sxm "))
-    assert row.split() == ["nvidia_h100_sxm", "gpu", "67", "989.5", "989.5", "1979", "3350", "80", "700"]
+    assert row.split() == [
+        "nvidia_h100_sxm",
+        "gpu",
+        "67",
+        "989.5",
+        "989.5",
+        "1979",
+        "3350",
+        "80",
+        "700",
+    ]
     assert targets_table(BUILTIN.values()) == table  # deterministic
 
 

@@ -23,7 +23,9 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.downsample = None
         if stride != 1 or cin != planes:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         idt = x if self.downsample is None else self.downsample(x)
@@ -35,7 +37,9 @@ class BasicBlock(nn.Module):
 class Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, cin: int, planes: int, stride: int = 1, groups: int = 1, width_per_group: int = 64) -> None:
+    def __init__(
+        self, cin: int, planes: int, stride: int = 1, groups: int = 1, width_per_group: int = 64
+    ) -> None:
         super().__init__()
         width = int(planes * (width_per_group / 64.0)) * groups
         self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
@@ -47,7 +51,9 @@ class Bottleneck(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.downsample = None
         if stride != 1 or cin != planes * 4:
-            self.downsample = nn.Sequential(nn.Conv2d(cin, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         idt = x if self.downsample is None else self.downsample(x)
@@ -105,15 +111,28 @@ def vgg16() -> nn.Module:
             layers += [nn.Conv2d(cin, int(v), 3, padding=1), nn.ReLU(inplace=True)]
             cin = int(v)
     return nn.Sequential(
-        nn.Sequential(*layers), nn.AdaptiveAvgPool2d(7), nn.Flatten(),
-        nn.Linear(512 * 49, 4096), nn.ReLU(True), nn.Dropout(), nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(),
+        nn.Sequential(*layers),
+        nn.AdaptiveAvgPool2d(7),
+        nn.Flatten(),
+        nn.Linear(512 * 49, 4096),
+        nn.ReLU(True),
+        nn.Dropout(),
+        nn.Linear(4096, 4096),
+        nn.ReLU(True),
+        nn.Dropout(),
         nn.Linear(4096, 1000),
     )
 
 
 # ----------------------------------------------------------------------------- MobileNetV2
-def _cbr(cin: int, cout: int, k: int, s: int, groups: int = 1, act: type = nn.ReLU6) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, k, s, (k - 1) // 2, groups=groups, bias=False), nn.BatchNorm2d(cout), act(inplace=True))
+def _cbr(
+    cin: int, cout: int, k: int, s: int, groups: int = 1, act: type = nn.ReLU6
+) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, k, s, (k - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+        act(inplace=True),
+    )
 
 
 def _make_divisible(v: float, divisor: int = 8) -> int:
@@ -129,7 +148,11 @@ class InvertedResidual(nn.Module):
         layers: list[nn.Module] = []
         if expand != 1:
             layers.append(_cbr(cin, hidden, 1, 1))
-        layers += [_cbr(hidden, hidden, 3, stride, groups=hidden), nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        layers += [
+            _cbr(hidden, hidden, 3, stride, groups=hidden),
+            nn.Conv2d(hidden, cout, 1, bias=False),
+            nn.BatchNorm2d(cout),
+        ]
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,7 +160,15 @@ class InvertedResidual(nn.Module):
 
 
 def mobilenet_v2() -> nn.Module:
-    cfg = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]
+    cfg = [
+        [1, 16, 1, 1],
+        [6, 24, 2, 2],
+        [6, 32, 3, 2],
+        [6, 64, 4, 2],
+        [6, 96, 3, 1],
+        [6, 160, 3, 2],
+        [6, 320, 1, 1],
+    ]
     feats: list[nn.Module] = [_cbr(3, 32, 3, 2)]
     cin = 32
     for t, c, n, s in cfg:
@@ -145,18 +176,34 @@ def mobilenet_v2() -> nn.Module:
             feats.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
             cin = c
     feats.append(_cbr(cin, 1280, 1, 1))
-    return nn.Sequential(nn.Sequential(*feats), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(1280, 1000))
+    return nn.Sequential(
+        nn.Sequential(*feats),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.2),
+        nn.Linear(1280, 1000),
+    )
 
 
 # ----------------------------------------------------------------------------- ViT
 class ViT(nn.Module):
-    def __init__(self, image: int = 224, patch: int = 16, dim: int = 768, depth: int = 12, heads: int = 12, mlp: int = 3072) -> None:
+    def __init__(
+        self,
+        image: int = 224,
+        patch: int = 16,
+        dim: int = 768,
+        depth: int = 12,
+        heads: int = 12,
+        mlp: int = 3072,
+    ) -> None:
         super().__init__()
         self.conv_proj = nn.Conv2d(3, dim, patch, patch)
         n = (image // patch) ** 2
         self.class_token = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos_embedding = nn.Parameter(torch.zeros(1, n + 1, dim))
-        layer = nn.TransformerEncoderLayer(dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, 1000)
@@ -174,13 +221,23 @@ def vit_b_16() -> nn.Module:
 
 # ----------------------------------------------------------------------------- BERT-base encoder
 class Bert(nn.Module):
-    def __init__(self, vocab: int = 30522, dim: int = 768, depth: int = 12, heads: int = 12, mlp: int = 3072, max_len: int = 512) -> None:
+    def __init__(
+        self,
+        vocab: int = 30522,
+        dim: int = 768,
+        depth: int = 12,
+        heads: int = 12,
+        mlp: int = 3072,
+        max_len: int = 512,
+    ) -> None:
         super().__init__()
         self.word = nn.Embedding(vocab, dim)
         self.pos = nn.Embedding(max_len, dim)
         self.segment = nn.Embedding(2, dim)
         self.ln = nn.LayerNorm(dim)
-        layer = nn.TransformerEncoderLayer(dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True)
+        layer = nn.TransformerEncoderLayer(
+            dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -223,14 +280,24 @@ class DecoderBlock(nn.Module):
         q = self.q(h).view(b, t, self.heads, self.hd).transpose(1, 2)
         k = self.k(h).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
         v = self.v(h).view(b, t, self.kv_heads, self.hd).transpose(1, 2)
-        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
+        a = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads
+        )
         x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
         h = self.ffn_norm(x)
         return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
 
 
 class Decoder(nn.Module):
-    def __init__(self, vocab: int = 32000, dim: int = 4096, depth: int = 32, heads: int = 32, kv_heads: int = 32, ffn: int = 11008) -> None:
+    def __init__(
+        self,
+        vocab: int = 32000,
+        dim: int = 4096,
+        depth: int = 32,
+        heads: int = 32,
+        kv_heads: int = 32,
+        ffn: int = 11008,
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.layers = nn.ModuleList(DecoderBlock(dim, heads, kv_heads, ffn) for _ in range(depth))

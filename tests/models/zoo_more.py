@@ -68,7 +68,9 @@ def conv_norm_act(
 class SqueezeExcitation(nn.Module):
     """torchvision.ops.SqueezeExcitation: pool, 1x1 conv, act, 1x1 conv, gate, scale."""
 
-    def __init__(self, channels: int, squeeze: int, act: Act = nn.ReLU, gate: Act = nn.Sigmoid) -> None:
+    def __init__(
+        self, channels: int, squeeze: int, act: Act = nn.ReLU, gate: Act = nn.Sigmoid
+    ) -> None:
         super().__init__()
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc1 = nn.Conv2d(channels, squeeze, 1)
@@ -87,7 +89,9 @@ def _bn_v3(c: int) -> nn.Module:
 
 
 class InvertedResidualV3(nn.Module):
-    def __init__(self, cin: int, k: int, exp: int, cout: int, se: bool, hs: bool, stride: int) -> None:
+    def __init__(
+        self, cin: int, k: int, exp: int, cout: int, se: bool, hs: bool, stride: int
+    ) -> None:
         super().__init__()
         self.use_res_connect = stride == 1 and cin == cout
         act: Act = nn.Hardswish if hs else nn.ReLU
@@ -107,7 +111,7 @@ class InvertedResidualV3(nn.Module):
 
 class MobileNetV3(nn.Module):
     # input, kernel, expanded, output, SE, hard-swish, stride (torchvision's "large" table)
-    LARGE = [
+    LARGE = (
         (16, 3, 16, 16, False, False, 1),
         (16, 3, 64, 24, False, False, 2),
         (24, 3, 72, 24, False, False, 1),
@@ -123,11 +127,15 @@ class MobileNetV3(nn.Module):
         (112, 5, 672, 160, True, True, 2),
         (160, 5, 960, 160, True, True, 1),
         (160, 5, 960, 160, True, True, 1),
-    ]
+    )
 
-    def __init__(self, setting: list[tuple], last_channel: int = 1280, num_classes: int = 1000) -> None:
+    def __init__(
+        self, setting: tuple[tuple, ...], last_channel: int = 1280, num_classes: int = 1000
+    ) -> None:
         super().__init__()
-        layers: list[nn.Module] = [conv_norm_act(3, setting[0][0], 3, 2, norm=_bn_v3, act=nn.Hardswish)]
+        layers: list[nn.Module] = [
+            conv_norm_act(3, setting[0][0], 3, 2, norm=_bn_v3, act=nn.Hardswish)
+        ]
         layers += [InvertedResidualV3(*cfg) for cfg in setting]
         last_in = setting[-1][3]
         layers.append(conv_norm_act(last_in, 6 * last_in, 1, norm=_bn_v3, act=nn.Hardswish))
@@ -150,7 +158,9 @@ def mobilenet_v3_large() -> nn.Module:
 
 # ----------------------------------------------------------------------------- EfficientNet-B0
 class MBConv(nn.Module):
-    def __init__(self, expand: int, k: int, stride: int, cin: int, cout: int, sd_prob: float) -> None:
+    def __init__(
+        self, expand: int, k: int, stride: int, cin: int, cout: int, sd_prob: float
+    ) -> None:
         super().__init__()
         self.use_res_connect = stride == 1 and cin == cout
         exp = _make_divisible(cin * expand, 8)
@@ -172,7 +182,7 @@ class MBConv(nn.Module):
 
 class EfficientNet(nn.Module):
     # expand ratio, kernel, stride, input, output, layers (B0: width and depth multipliers 1.0)
-    B0 = [
+    B0 = (
         (1, 3, 1, 32, 16, 1),
         (6, 3, 2, 16, 24, 2),
         (6, 5, 2, 24, 40, 2),
@@ -180,9 +190,15 @@ class EfficientNet(nn.Module):
         (6, 5, 1, 80, 112, 3),
         (6, 5, 2, 112, 192, 4),
         (6, 3, 1, 192, 320, 1),
-    ]
+    )
 
-    def __init__(self, setting: list[tuple], dropout: float = 0.2, sd_prob: float = 0.2, num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        setting: tuple[tuple, ...],
+        dropout: float = 0.2,
+        sd_prob: float = 0.2,
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [conv_norm_act(3, setting[0][3], 3, 2, act=nn.SiLU)]
         total = sum(cfg[-1] for cfg in setting)
@@ -191,14 +207,18 @@ class EfficientNet(nn.Module):
             stage: list[nn.Module] = []
             for i in range(n):
                 p = sd_prob * block_id / total
-                stage.append(MBConv(expand, k, stride if i == 0 else 1, cin if i == 0 else cout, cout, p))
+                stage.append(
+                    MBConv(expand, k, stride if i == 0 else 1, cin if i == 0 else cout, cout, p)
+                )
                 block_id += 1
             layers.append(nn.Sequential(*stage))
         last_in = setting[-1][4]
         layers.append(conv_norm_act(last_in, 4 * last_in, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Sequential(nn.Dropout(dropout, inplace=True), nn.Linear(4 * last_in, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Dropout(dropout, inplace=True), nn.Linear(4 * last_in, num_classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
@@ -249,7 +269,12 @@ class Transition(nn.Sequential):
 
 class DenseNet(nn.Module):
     def __init__(
-        self, growth: int = 32, blocks: tuple[int, ...] = (6, 12, 24, 16), init: int = 64, bn_size: int = 4, num_classes: int = 1000
+        self,
+        growth: int = 32,
+        blocks: tuple[int, ...] = (6, 12, 24, 16),
+        init: int = 64,
+        bn_size: int = 4,
+        num_classes: int = 1000,
     ) -> None:
         super().__init__()
         self.features = nn.Sequential(
@@ -319,12 +344,20 @@ class CNBlock(nn.Module):
 
 class ConvNeXt(nn.Module):
     # (input channels, output channels or None, blocks)
-    TINY = [(96, 192, 3), (192, 384, 3), (384, 768, 9), (768, None, 3)]
+    TINY = ((96, 192, 3), (192, 384, 3), (384, 768, 9), (768, None, 3))
 
-    def __init__(self, setting: list[tuple], sd_prob: float = 0.1, layer_scale: float = 1e-6, num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        setting: tuple[tuple, ...],
+        sd_prob: float = 0.1,
+        layer_scale: float = 1e-6,
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
         first = setting[0][0]
-        layers: list[nn.Module] = [conv_norm_act(3, first, 4, 4, norm=_ln2d, act=None, padding=0, bias=True)]
+        layers: list[nn.Module] = [
+            conv_norm_act(3, first, 4, 4, norm=_ln2d, act=None, padding=0, bias=True)
+        ]
         total = sum(cfg[2] for cfg in setting)
         block_id = 0
         for cin, cout, n in setting:
@@ -396,7 +429,9 @@ def shifted_window_attention(
         x = torch.roll(x, shifts=(-shift_size[0], -shift_size[1]), dims=(1, 2))
 
     num_windows = (pad_h // window_size[0]) * (pad_w // window_size[1])
-    x = x.view(b, pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1], c)
+    x = x.view(
+        b, pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1], c
+    )
     x = x.permute(0, 1, 3, 2, 4, 5).reshape(b * num_windows, window_size[0] * window_size[1], c)
 
     qkv = F.linear(x, qkv_weight, qkv_bias)
@@ -415,8 +450,12 @@ def shifted_window_attention(
             for ws in w_slices:
                 attn_mask[hs[0] : hs[1], ws[0] : ws[1]] = count
                 count += 1
-        attn_mask = attn_mask.view(pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1])
-        attn_mask = attn_mask.permute(0, 2, 1, 3).reshape(num_windows, window_size[0] * window_size[1])
+        attn_mask = attn_mask.view(
+            pad_h // window_size[0], window_size[0], pad_w // window_size[1], window_size[1]
+        )
+        attn_mask = attn_mask.permute(0, 2, 1, 3).reshape(
+            num_windows, window_size[0] * window_size[1]
+        )
         attn_mask = attn_mask.unsqueeze(1) - attn_mask.unsqueeze(2)
         attn_mask = attn_mask.masked_fill(attn_mask != 0, -100.0).masked_fill(attn_mask == 0, 0.0)
         attn = attn.view(x.size(0) // num_windows, num_windows, num_heads, x.size(1), x.size(1))
@@ -428,7 +467,9 @@ def shifted_window_attention(
     x = F.linear(x, proj_weight, proj_bias)
 
     # reverse windows, shift back, crop the padding
-    x = x.view(b, pad_h // window_size[0], pad_w // window_size[1], window_size[0], window_size[1], c)
+    x = x.view(
+        b, pad_h // window_size[0], pad_w // window_size[1], window_size[0], window_size[1], c
+    )
     x = x.permute(0, 1, 3, 2, 4, 5).reshape(b, pad_h, pad_w, c)
     if sum(shift_size) > 0:
         x = torch.roll(x, shifts=(shift_size[0], shift_size[1]), dims=(1, 2))
@@ -436,13 +477,17 @@ def shifted_window_attention(
 
 
 class ShiftedWindowAttention(nn.Module):
-    def __init__(self, dim: int, window_size: list[int], shift_size: list[int], num_heads: int) -> None:
+    def __init__(
+        self, dim: int, window_size: list[int], shift_size: list[int], num_heads: int
+    ) -> None:
         super().__init__()
         self.window_size, self.shift_size, self.num_heads = window_size, shift_size, num_heads
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
         self.proj = nn.Linear(dim, dim, bias=True)
         wh, ww = window_size
-        self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * wh - 1) * (2 * ww - 1), num_heads))
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * wh - 1) * (2 * ww - 1), num_heads)
+        )
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
         coords = torch.stack(torch.meshgrid(torch.arange(wh), torch.arange(ww), indexing="ij"))
         flat = torch.flatten(coords, 1)
@@ -473,12 +518,20 @@ class ShiftedWindowAttention(nn.Module):
 
 def mlp(dim: int, hidden: int) -> nn.Sequential:
     """torchvision.ops.MLP(dim, [hidden, dim], activation_layer=nn.GELU, dropout=0.0)."""
-    return nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(0.0), nn.Linear(hidden, dim), nn.Dropout(0.0))
+    return nn.Sequential(
+        nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(0.0), nn.Linear(hidden, dim), nn.Dropout(0.0)
+    )
 
 
 class SwinTransformerBlock(nn.Module):
     def __init__(
-        self, dim: int, heads: int, window_size: list[int], shift_size: list[int], mlp_ratio: float, sd_prob: float,
+        self,
+        dim: int,
+        heads: int,
+        window_size: list[int],
+        shift_size: list[int],
+        mlp_ratio: float,
+        sd_prob: float,
         norm: Callable[[int], nn.Module],
     ) -> None:
         super().__init__()
@@ -510,7 +563,11 @@ class SwinTransformer(nn.Module):
         def norm(c: int) -> nn.Module:
             return nn.LayerNorm(c, eps=1e-5)
 
-        layers: list[nn.Module] = [nn.Sequential(nn.Conv2d(3, embed_dim, patch, patch), Permute([0, 2, 3, 1]), norm(embed_dim))]
+        layers: list[nn.Module] = [
+            nn.Sequential(
+                nn.Conv2d(3, embed_dim, patch, patch), Permute([0, 2, 3, 1]), norm(embed_dim)
+            )
+        ]
         total = sum(depths)
         block_id = 0
         for i, depth in enumerate(depths):
@@ -519,7 +576,9 @@ class SwinTransformer(nn.Module):
             for j in range(depth):
                 shift = [0 if j % 2 == 0 else window // 2] * 2
                 p = sd_prob * block_id / (total - 1)
-                stage.append(SwinTransformerBlock(dim, heads[i], [window, window], shift, mlp_ratio, p, norm))
+                stage.append(
+                    SwinTransformerBlock(dim, heads[i], [window, window], shift, mlp_ratio, p, norm)
+                )
                 block_id += 1
             layers.append(nn.Sequential(*stage))
             if i < len(depths) - 1:
@@ -563,7 +622,13 @@ class Fire(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.squeeze_activation(self.squeeze(x))
-        return torch.cat([self.expand1x1_activation(self.expand1x1(x)), self.expand3x3_activation(self.expand3x3(x))], 1)
+        return torch.cat(
+            [
+                self.expand1x1_activation(self.expand1x1(x)),
+                self.expand3x3_activation(self.expand3x3(x)),
+            ],
+            1,
+        )
 
 
 class SqueezeNet11(nn.Module):
@@ -585,7 +650,10 @@ class SqueezeNet11(nn.Module):
             Fire(512, 64, 256, 256),
         )
         self.classifier = nn.Sequential(
-            nn.Dropout(0.5), nn.Conv2d(512, num_classes, 1), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1))
+            nn.Dropout(0.5),
+            nn.Conv2d(512, num_classes, 1),
+            nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d((1, 1)),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -640,15 +708,34 @@ class ShuffleUnit(nn.Module):
 
 
 class ShuffleNetV2(nn.Module):
-    def __init__(self, repeats: tuple[int, ...] = (4, 8, 4), channels: tuple[int, ...] = (24, 116, 232, 464, 1024), num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        repeats: tuple[int, ...] = (4, 8, 4),
+        channels: tuple[int, ...] = (24, 116, 232, 464, 1024),
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
-        self.conv1 = nn.Sequential(nn.Conv2d(3, channels[0], 3, 2, 1, bias=False), nn.BatchNorm2d(channels[0]), nn.ReLU(inplace=True))
+        self.conv1 = nn.Sequential(
+            nn.Conv2d(3, channels[0], 3, 2, 1, bias=False),
+            nn.BatchNorm2d(channels[0]),
+            nn.ReLU(inplace=True),
+        )
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         cin = channels[0]
         for name, n, cout in zip(("stage2", "stage3", "stage4"), repeats, channels[1:]):
-            setattr(self, name, nn.Sequential(ShuffleUnit(cin, cout, 2), *[ShuffleUnit(cout, cout, 1) for _ in range(n - 1)]))
+            setattr(
+                self,
+                name,
+                nn.Sequential(
+                    ShuffleUnit(cin, cout, 2), *[ShuffleUnit(cout, cout, 1) for _ in range(n - 1)]
+                ),
+            )
             cin = cout
-        self.conv5 = nn.Sequential(nn.Conv2d(cin, channels[-1], 1, bias=False), nn.BatchNorm2d(channels[-1]), nn.ReLU(inplace=True))
+        self.conv5 = nn.Sequential(
+            nn.Conv2d(cin, channels[-1], 1, bias=False),
+            nn.BatchNorm2d(channels[-1]),
+            nn.ReLU(inplace=True),
+        )
         self.fc = nn.Linear(channels[-1], num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -688,7 +775,15 @@ def regnet_block_params(
 
 
 class RegNetBottleneck(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int, group_width: int, bottleneck: float, se_ratio: float | None) -> None:
+    def __init__(
+        self,
+        cin: int,
+        cout: int,
+        stride: int,
+        group_width: int,
+        bottleneck: float,
+        se_ratio: float | None,
+    ) -> None:
         super().__init__()
         self.proj = None
         if cin != cout or stride != 1:
@@ -709,7 +804,13 @@ class RegNetBottleneck(nn.Module):
 
 
 class RegNet(nn.Module):
-    def __init__(self, stages: list[tuple[int, int, int, int]], se_ratio: float | None, stem: int = 32, num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        stages: list[tuple[int, int, int, int]],
+        se_ratio: float | None,
+        stem: int = 32,
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
         self.stem = conv_norm_act(3, stem, 3, 2)
         blocks: OrderedDict[str, nn.Module] = OrderedDict()
@@ -717,7 +818,10 @@ class RegNet(nn.Module):
         for i, (w, d, g, s) in enumerate(stages):
             stage = nn.Sequential()
             for j in range(d):
-                stage.add_module(f"block{i + 1}-{j}", RegNetBottleneck(c if j == 0 else w, w, s if j == 0 else 1, g, 1.0, se_ratio))
+                stage.add_module(
+                    f"block{i + 1}-{j}",
+                    RegNetBottleneck(c if j == 0 else w, w, s if j == 0 else 1, g, 1.0, se_ratio),
+                )
             blocks[f"block{i + 1}"] = stage
             c = w
         self.trunk_output = nn.Sequential(blocks)
