@@ -222,7 +222,7 @@ def _int3(x: float | None) -> int | None:
     return None if x is None else int(float(f"{x:.3g}"))
 
 
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_./\-]*\Z")
 _RESERVED = frozenset("y n yes no on off true false null".split())
 
 
@@ -342,7 +342,16 @@ def hardware_data(model: Mapping[str, Any], version: str, training: Mapping[str,
     }
     if training is not None:
         data["training_run"] = trainlog.training_data(training["summary"], training.get("comparison"))
-    return data
+    return _rounded(data)
+
+
+def _rounded(data: Any) -> Any:
+    """Every float to 3 significant digits: what the block holds is exactly what it reads back as."""
+    if isinstance(data, Mapping):
+        return {k: _rounded(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_rounded(v) for v in data]
+    return round3(data) if isinstance(data, float) else data
 
 
 def _order(e: Mapping[str, Any]) -> tuple[str, int]:

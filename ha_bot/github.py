@@ -40,6 +40,7 @@ DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_BOT_LOGIN = "github-actions[bot]"  # the author of comments made with GITHUB_TOKEN
 DEFAULT_MARKER = "<!-- ha-bot:report -->"
 COMMENT_LIMIT = 65536  # characters in an issue or pull-request comment
+COMMENT_BODY_LIMIT = COMMENT_LIMIT - 256  # what a body may use: the rest is for marker and stamp
 SUMMARY_LIMIT = 1024 * 1024  # bytes in a job summary ($GITHUB_STEP_SUMMARY)
 STATUS_DESCRIPTION_LIMIT = 140  # characters in a commit status description
 STATUS_STATES = ("pending", "success", "failure", "error")

@@ -73,7 +73,7 @@ class _Record(NamedTuple):
 _STEP = re.compile(r"(global_step|_?step|steps|iteration|iter|iters|it|num_updates|updates)")
 _EPOCH = re.compile(r"_?epochs?")
 _STEP_TIME = re.compile(r".*(step_time|time_per_step|time_per_iter|iter_time|iteration_time|batch_time|sec_per_step|"
-                        r"s_per_step|secs?_per_iter|s_per_iter|step_s|step_duration|s/it).*")
+                        r"s_per_step|secs?_per_iter|s_per_iter|step_s|step_duration|s/it)(_ms|_s|\(ms\)|\(s\))?")
 _STEPS_PER_S = re.compile(r".*(steps_per_s(ec(ond)?)?|it/s|iters?_per_s(ec(ond)?)?|its_per_s(ec)?).*")
 _TOKENS_PER_S = re.compile(r".*(tok(en)?s?_per_s(ec(ond)?)?|tok(en)?s?/s(ec)?|\btps\b).*")
 _SAMPLES_PER_S = re.compile(r".*((samples?|examples?|images?|imgs?|seqs?|sequences?)(_per_s(ec(ond)?)?|/s(ec)?)|"
@@ -102,15 +102,15 @@ def kind_of(key: str) -> str:
     """What a log key holds: step, epoch, step_time, steps_per_s, tokens_per_s, samples_per_s, clock,
     memory, lr, batch, hardware, or metric."""
     k, leaf = key.lower().strip(), _leaf(key)
+    evaluation = bool(_EVAL.search(k))  # eval throughput and runtime are not the training run's
+    for name, rx in (("step_time", _STEP_TIME), ("steps_per_s", _STEPS_PER_S), ("tokens_per_s", _TOKENS_PER_S),
+                     ("samples_per_s", _SAMPLES_PER_S)):
+        if rx.fullmatch(k):  # before the leaf tests: "s/it" is not an `it` counter
+            return "metric" if evaluation else name
     if _STEP.fullmatch(leaf):
         return "step"
     if _EPOCH.fullmatch(leaf):
         return "epoch"
-    evaluation = bool(_EVAL.search(k))  # eval throughput and runtime are not the training run's
-    for name, rx in (("step_time", _STEP_TIME), ("steps_per_s", _STEPS_PER_S), ("tokens_per_s", _TOKENS_PER_S),
-                     ("samples_per_s", _SAMPLES_PER_S)):
-        if rx.fullmatch(k):
-            return "metric" if evaluation else name
     if _CLOCK.fullmatch(leaf):
         return "clock"
     if _LR.fullmatch(k):
@@ -595,8 +595,16 @@ def compare_with_estimate(summary: TrainingSummary, training_estimate: Mapping[s
     return out
 
 
+_VENDOR_WORDS = frozenset("nvidia amd intel google arm apple qualcomm gpu cpu tpu npu cuda sxm pcie the".split())
+
+
 def _tokens(name: str) -> set[str]:
-    return {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
+    return {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t and t not in _VENDOR_WORDS}
+
+
+def _model_number(token: str) -> bool:
+    """'h100', 'a76', 't4', '4090': a token that names a part (a bare '0' from 'cuda:0' does not)."""
+    return bool(re.search(r"[0-9]", token)) and (bool(re.search(r"[a-z]", token)) or len(token) >= 3)
 
 
 def pick_estimate(hardware: str | None, items: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any] | None, str]:
@@ -611,9 +619,9 @@ def pick_estimate(hardware: str | None, items: Sequence[Mapping[str, Any]]) -> t
     scored: list[tuple[int, int, Mapping[str, Any]]] = []
     for t in items:
         shared = hw & _tokens(str(t["target"]))
-        model_no = [s for s in shared if re.search(r"[a-z]", s) and re.search(r"[0-9]", s)]
-        if model_no:
-            scored.append((-(10 * len(model_no) + len(shared)), len(scored), t))
+        numbers = [s for s in shared if _model_number(s)]
+        if numbers or len(shared) >= 2:
+            scored.append((-(10 * len(numbers) + len(shared)), len(scored), t))
     if not scored:
         return None, f"logged hardware {hardware!r} matches no configured target"
     scored.sort(key=lambda s: (s[0], s[1]))

@@ -92,9 +92,12 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:
         shapes = ", ".join("x".join(map(str, s["shape"])) + f" {s['dtype']}" for s in job["inputs"])
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        hint = " (check `inputs:` shapes and dtypes)"
+        if device == "meta" and "cond must be a bool" in msg:
+            hint = (" (torch's tracer cannot run convolutions on the meta device: use `device: cpu` for this model;"
+                    " meta suits transformers built from linear, attention, embedding and norm layers)")
         raise _Fail(
-            f"tracing with inputs [{shapes}] failed: {type(e).__name__}: {msg}{_user_frame(e.__traceback__, root)}"
-            " (check `inputs:` shapes and dtypes)"
+            f"tracing with inputs [{shapes}] failed: {type(e).__name__}: {msg}{_user_frame(e.__traceback__, root)}{hint}"
         ) from None
     return {"status": "ok", "count": count.to_json(), "deps": _repo_files_loaded(root)}
 

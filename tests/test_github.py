@@ -10,6 +10,7 @@ import pytest
 
 from ha_bot.errors import HaBotError
 from ha_bot.github import (
+    COMMENT_BODY_LIMIT,
     COMMENT_LIMIT,
     STATUS_DESCRIPTION_LIMIT,
     Client,
@@ -247,6 +248,12 @@ def test_an_oversized_body_is_cut_to_the_comment_limit(
     assert "job summary" in comment["body"]
 
 
+def test_a_body_within_the_body_limit_is_never_cut() -> None:
+    body = "x" * COMMENT_BODY_LIMIT
+    stamp = Stamp("f" * 40, 2**63, 99)
+    assert compose(body, marker=MARKER + " " * 80, stamp=stamp).endswith("\n\n" + body)
+
+
 # --- the commit status -------------------------------------------------------------------------
 
 
@@ -317,6 +324,16 @@ def test_secondary_rate_limit_waits_and_retries(
     fake_github.fail("POST", COMMENTS, status, message=SECONDARY_RATE_LIMIT, headers=headers)
     assert upsert(client, "report").action == "created"
     assert sleeps == expected
+
+
+def test_an_unreachable_host_is_retried_then_reported(sleeps: list[float]) -> None:
+    with FakeGitHub() as fake:
+        dead = fake.base_url  # the port is closed once the server stops
+    client = Client(TOKEN, api_url=dead, repo=REPO, sleep=sleeps.append, retries=2)
+    with pytest.raises(GitHubError, match="could not reach GitHub") as caught:
+        client.pr_info(PR)
+    assert sleeps == [1.0, 2.0]
+    assert TOKEN not in str(caught.value)
 
 
 def test_a_rate_limit_longer_than_the_cap_fails_at_once(
