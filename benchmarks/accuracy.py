@@ -8,8 +8,9 @@ For every model of ``benchmarks/arch.py`` (batch 1; images 224x224 unless stated
 text 128 tokens): count it with ``count_module``, estimate fp32 batch-1 latency with
 ``cost.estimate`` on the calibrated target, and measure it with the runtime the calibration
 measured (onnxruntime on the exported ONNX model by default, eager PyTorch with ``--engine
-torch``). Measurements run in rounds over all models; each model keeps its fastest round's median,
-so a burst of load from another process spoils one round, not the figure.
+torch``). Measurements come in bursts of runs, in passes over all models; ``/proc/stat`` says how
+much of the CPU other processes took during each burst, and each model keeps the fastest median of
+its quiet bursts (see ``ha_bot.measure``), so that a neighbour's load is not taken for the model's.
 
 Reports: estimate vs measurement per model and their ratio; the share within +-25% and within 2x;
 Spearman's rank correlation; for pairs of related models, the estimated change vs the measured
@@ -148,16 +149,48 @@ class Runner:
         return measure_torch(self.model, self.inputs, warmup=warmup, reps=reps)
 
 
-def reps_for(seconds: float, per_model_s: float) -> int:
-    return max(5, min(50, int(per_model_s / max(seconds, 1e-6))))
+def best_burst(bursts: Sequence[Any]) -> Any:
+    """The fastest quiet burst; the least busy one when none was quiet."""
+    from ha_bot.measure import QUIET
+
+    quiet = [m for m in bursts if m.busy <= QUIET]
+    return min(quiet, key=lambda m: m.median_s) if quiet else min(bursts, key=lambda m: m.busy)
+
+
+def measure_all(runners: dict[str, Runner], args: argparse.Namespace) -> dict[str, list[Any]]:
+    """Bursts of runs over all models, in passes, until each has ``--quiet-bursts`` quiet bursts
+    (other processes under measure.QUIET of the CPU) or ``--max-wait`` seconds have passed."""
+    from ha_bot.measure import QUIET
+
+    bursts: dict[str, list[Any]] = {name: [] for name in runners}
+    reps: dict[str, int] = {}
+    deadline = time.perf_counter() + args.max_wait
+    passes = 0
+    while True:
+        short = {n: sum(m.busy <= QUIET for m in bs) for n, bs in bursts.items()}
+        todo = [n for n in sorted(bursts, key=lambda n: short[n]) if short[n] < args.quiet_bursts]
+        if not todo or (passes >= args.rounds and time.perf_counter() > deadline):
+            break
+        passes += 1
+        for name in todo:
+            if name not in reps:
+                first = runners[name].measure(reps=2, warmup=1)
+                reps[name] = max(3, min(50, int(args.seconds_per_model / max(first.median_s, 1e-6))))
+            bursts[name].append(runners[name].measure(reps=reps[name], warmup=0))
+        done = sum(any(m.busy <= QUIET for m in bs) for bs in bursts.values())
+        if not args.quiet:
+            print(f"  pass {passes}: {done}/{len(bursts)} models have a quiet measurement", file=sys.stderr)
+    return bursts
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import arch
+    import torch
 
     from ha_bot import cost, targets
     from ha_bot.calibrate import derive_for
     from ha_bot.count_torch import count_module
+    from ha_bot.measure import QUIET
 
     target, cal_wall = load_target(args)
     extra = [targets.load_builtin()[t] for t in args.target]
@@ -167,9 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as workdir:
         for case in chosen:
             t0 = time.perf_counter()
-            runner = Runner(case, args.engine, args.device, workdir)
-            import torch
-
+            runners[case.name] = Runner(case, args.engine, args.device, workdir)
             torch.manual_seed(0)
             count = count_module(case.build().eval(), case.inputs())
             est = cost.estimate(count, target, "fp32", 1)
@@ -178,25 +209,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for t in extra:
                 row[f"estimate_s[{t.id}]"] = cost.estimate(count, t, "fp32", 1).latency_s
                 row[f"estimate_s[{t.id}+derived]"] = cost.estimate(count, derive_for(t, target), "fp32", 1).latency_s
-            first = runner.measure(reps=3, warmup=2)
-            row["rounds"] = [first.median_s]
             rows.append(row)
-            runners[case.name] = runner
             if not args.quiet:
-                print(f"  prepared {case.name} ({time.perf_counter() - t0:.1f} s): estimate {est.latency_s * 1e3:.2f} ms, "
-                      f"first look {first.median_s * 1e3:.2f} ms", file=sys.stderr)
-        for r in range(args.rounds):
-            for row in rows:
-                m = runners[row["model"]].measure(reps=reps_for(min(row["rounds"]), args.seconds_per_model), warmup=1)
-                row["rounds"].append(m.median_s)
-                row.setdefault("p10_s", m.p10_s)
-                row.setdefault("p90_s", m.p90_s)
-                if m.median_s <= min(row["rounds"]):
-                    row["p10_s"], row["p90_s"], row["reps"] = m.p10_s, m.p90_s, m.reps
-            if not args.quiet:
-                print(f"  measured round {r + 1}/{args.rounds}", file=sys.stderr)
+                print(f"  prepared {case.name} ({time.perf_counter() - t0:.1f} s): estimate {est.latency_s * 1e3:.2f} ms",
+                      file=sys.stderr)
+        bursts = measure_all(runners, args)
     for row in rows:
-        row["measured_s"] = min(row["rounds"][1:] or row["rounds"])
+        m = best_burst(bursts[row["model"]])
+        row.update(measured_s=m.median_s, p10_s=m.p10_s, p90_s=m.p90_s, reps=m.reps, busy=m.busy,
+                   quiet=m.busy <= QUIET, bursts=len(bursts[row["model"]]))
         row["ratio"] = row["estimate_s"] / row["measured_s"]
     return assemble(rows, target, cal_wall, args, extra)
 
@@ -249,13 +270,16 @@ def assemble(rows: list[dict[str, Any]], target: Any, cal_wall: float | None, ar
 
 def show(doc: dict[str, Any]) -> str:
     lines = [f"target {doc['target']} ({doc['engine']}, {doc['device']}, fp32, batch 1)", ""]
-    head = f"{'model':22s} {'input':14s} {'GFLOP':>7s} {'est ms':>9s} {'meas ms':>9s} {'p10-p90 ms':>17s} {'ratio':>6s} {'base':>6s}  bound"
+    head = f"{'model':22s} {'input':14s} {'GFLOP':>7s} {'est ms':>9s} {'meas ms':>9s} {'p10-p90 ms':>17s} {'ratio':>6s} {'base':>6s} {'busy':>5s}  bound"
     lines += [head, "-" * len(head)]
     for r in doc["models"]:
         lines.append(f"{r['model']:22s} {r['input']:14s} {r['gflops']:7.2f} {r['estimate_s'] * 1e3:9.2f} "
                      f"{r['measured_s'] * 1e3:9.2f} {r['p10_s'] * 1e3:8.2f}-{r['p90_s'] * 1e3:8.2f} "
-                     f"{r['ratio']:6.2f} {r['baseline_ratio']:6.2f}  {r['bound']}")
+                     f"{r['ratio']:6.2f} {r['baseline_ratio']:6.2f} {r['busy']:5.0%}{' ' if r['quiet'] else '!'} {r['bound']}")
     s, b = doc["summary"], doc["baseline"]
+    noisy = [r["model"] for r in doc["models"] if not r["quiet"]]
+    lines.append("busy: share of the CPU other processes used during the burst kept"
+                 + (f"; '!' = never measured on a quiet machine: {', '.join(noisy)}" if noisy else "; all quiet"))
     lines += ["", f"{'':28s}{'ha-bot':>10s}{'FLOPs-only baseline':>22s}"]
     lines.append(f"{'within +-25%':28s}{s['within_25pct']:10.0%}{b['within_25pct']:22.0%}")
     lines.append(f"{'within 2x':28s}{s['within_2x']:10.0%}{b['within_2x']:22.0%}")
@@ -289,8 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--target", action="append", default=[], metavar="ID",
                    help="also report a built-in target's estimates (as is, and with derived curves)")
     p.add_argument("--models", nargs="*", help="only these models")
-    p.add_argument("--rounds", type=int, default=3, help="measurement rounds (default 3)")
-    p.add_argument("--seconds-per-model", type=float, default=1.0, help="timing per model and round (default 1)")
+    p.add_argument("--rounds", type=int, default=2, help="at least this many passes over the models (default 2)")
+    p.add_argument("--quiet-bursts", type=int, default=2, help="quiet bursts wanted per model (default 2)")
+    p.add_argument("--max-wait", type=float, default=600.0, help="stop waiting for quiet bursts after this many seconds (default 600)")
+    p.add_argument("--seconds-per-model", type=float, default=0.4, help="length of one burst of runs (default 0.4 s)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "accuracy.json"))
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)

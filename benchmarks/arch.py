@@ -18,7 +18,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.models import zoo  # noqa: E402
+from tests.models import zoo
 
 
 def _div(v: float, divisor: int = 8) -> int:

@@ -154,12 +154,13 @@ def trust_workspace(workspace: str) -> None:
 class Publisher:
     """GitHub writes that degrade instead of failing: forks and missing permissions only log."""
 
-    def __init__(self, client: Any, *, enabled: bool, why_not: str = "") -> None:
-        self.client, self.enabled, self.why_not = client, enabled, why_not
-        self.degraded: list[str] = []
+    def __init__(self, client: Any, *, enabled: bool) -> None:
+        self.client, self.enabled = client, enabled
+        self.degraded: list[str] = []  # missing permissions: logged, never red for that reason
+        self.failed: list[str] = []  # GitHub errors after retries (outage, validation): the job fails
 
     def _do(self, what: str, fn: Callable[[], Any]) -> Any:
-        from ha_bot.github import NotFound, PermissionDenied, TokenRejected
+        from ha_bot.github import GitHubError, NotFound, PermissionDenied, TokenRejected
 
         if not self.enabled:
             return None
@@ -169,7 +170,10 @@ class Publisher:
             self.degraded.append(f"{what}: {e}")
             log(f"could not {what}; the job summary and the report artifact have everything. {e}")
             self.enabled = False
-            return None
+        except GitHubError as e:
+            self.failed.append(f"{what}: {e}")
+            log(f"could not {what}: {e}")
+        return None
 
     def status(self, sha: str, state: str, description: str, context: str) -> None:
         self._do("set the commit status", lambda: self.client.set_status(sha, state, description, context=context))
@@ -303,6 +307,9 @@ def analyse_pr(inputs: ActionInputs, env: Env, environ: Mapping[str, str], clien
     outputs["comment-url"] = url
     write_outputs(env.output_path, outputs)
     log(f"verdict {d['verdict']}, status {d['status']} ({status_description(d)}); report {report_path}")
+    if publisher.failed:
+        log("GitHub could not be updated (see above); the job summary and the report artifact have the full report")
+        return 1
     return 1 if d["status"] == "failure" else 0
 
 
@@ -359,4 +366,4 @@ def publish(report_path: str, *, environ: Mapping[str, str] | None = None, clien
             log(f"comment {res.action}: {res.url}")
     publisher.status(head_sha, d["status"], status_description(d), inputs.status_context)
     write_summary(env.summary_path, comment.summary(d))
-    return 1 if d["status"] == "failure" else 0
+    return 1 if d["status"] == "failure" or publisher.failed else 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from ha_bot.render import code, esc, fmt_bytes, fmt_count, fmt_energy, fmt_time, md_table
 
-COMMENT_LIMIT = 65536
+COMMENT_LIMIT = 65536 - 256  # GitHub's limit, less the hidden marker and stamp the publisher adds
 SUMMARY_LIMIT = 1024 * 1024
 ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
 STATE_ORDER = ("error", "changed", "added", "no-baseline", "removed", "unchanged")

@@ -180,7 +180,7 @@ class Client:
         repo: str,
         retries: int = 4,
         backoff_s: float = 1.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,  # None: time.sleep, looked up now
         bot_login: str = DEFAULT_BOT_LOGIN,
         per_page: int = 100,
         timeout_s: int = 30,
@@ -200,7 +200,7 @@ class Client:
         self.repo = repo
         self.api_url = api_url.rstrip("/")
         self.retries, self.backoff_s, self.bot_login = retries, backoff_s, bot_login
-        self._sleep = sleep
+        self._sleep = sleep or time.sleep
         self._redact = _redactor(token)
         self._own_login: str | None = None
         # lazy=True: no GET until an attribute is needed; retry=None: ours (see module docs);

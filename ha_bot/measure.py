@@ -6,6 +6,13 @@ with ``ha-bot calibrate`` and a model measured here describe the same runtime.
 
 Timing: ``warmup`` untimed runs, then ``reps`` timed runs; the figures are the median and the 10th
 and 90th percentiles of the per-run wall times (``time.perf_counter``; CUDA events on a GPU).
+
+Shared machines: while timing, :class:`LoadMeter` reads ``/proc/stat`` to learn how much of the
+CPU *other* processes used (``Measurement.busy``). :func:`measure_quiet` repeats a burst of runs
+until one was quiet (others under ``QUIET`` of the CPU) or its wait runs out, and keeps the best.
+A CPU runtime with one thread per core slows down far more than its share when another process
+takes a core (every parallel op waits for the thread that was preempted), so unguarded medians on
+a busy machine say more about the neighbours than about the model.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ class Measurement(NamedTuple):
     p10_s: float
     p90_s: float
     reps: int
+    busy: float = 0.0  # share of the machine's CPU time other processes used meanwhile (0..1)
+
+
+QUIET = 0.15  # a measurement with other processes using less of the CPU than this is "quiet"
 
 
 def cpu_threads() -> int:
@@ -47,6 +58,70 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 def summarize(times: Sequence[float]) -> Measurement:
     return Measurement(statistics.median(times), quantile(times, 0.1), quantile(times, 0.9), len(times))
+
+
+def _proc_stat() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat (None elsewhere)."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        tick = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def _own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+class LoadMeter:
+    """Context manager: ``busy`` = share of all CPU time that other processes used inside it."""
+
+    def __init__(self) -> None:
+        self.busy = 0.0
+        self._start: tuple[float, float] | None = None
+        self._own = 0.0
+
+    def __enter__(self) -> LoadMeter:
+        self._start, self._own = _proc_stat(), _own_cpu_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = _proc_stat()
+        if self._start is None or end is None or end[1] <= self._start[1]:
+            return
+        others = (end[0] - self._start[0]) - (_own_cpu_s() - self._own)
+        self.busy = min(1.0, max(0.0, others / (end[1] - self._start[1])))
+
+
+def _better(a: Measurement, b: Measurement | None) -> bool:
+    """Is ``a`` a better figure than ``b``: quiet beats busy; then the faster, or the quieter."""
+    if b is None:
+        return True
+    qa, qb = a.busy <= QUIET, b.busy <= QUIET
+    if qa != qb:
+        return qa
+    return a.median_s < b.median_s if qa else a.busy < b.busy
+
+
+def measure_quiet(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, max_wait_s: float = 0.0,
+                  clock: Callable[[Callable[[], object]], float] | None = None) -> Measurement:
+    """Time bursts of ``reps`` runs until one is quiet or ``max_wait_s`` has passed; the best burst."""
+    deadline = time.perf_counter() + max_wait_s
+    best: Measurement | None = None
+    for _ in range(max(0, warmup)):
+        fn()
+    while True:
+        with LoadMeter() as load:
+            times = time_calls(fn, warmup=0, reps=reps, clock=clock)
+        m = summarize(times)._replace(busy=load.busy)
+        if _better(m, best):
+            best = m
+        if m.busy <= QUIET or time.perf_counter() >= deadline:
+            return best
 
 
 def time_calls(fn: Callable[[], object], *, warmup: int, reps: int,
@@ -109,16 +184,21 @@ def ort_feeds(session: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[s
             for k, v in items.items()}
 
 
-def measure_session(session: Any, feeds: Mapping[str, Any], *, warmup: int = 3, reps: int = 20) -> Measurement:
+def measure_session(session: Any, feeds: Mapping[str, Any], *, warmup: int = 3, reps: int = 20,
+                    max_wait_s: float = 0.0) -> Measurement:
     feeds = dict(feeds)
-    return summarize(time_calls(lambda: session.run(None, feeds), warmup=warmup, reps=reps))
+    return measure_quiet(lambda: session.run(None, feeds), warmup=warmup, reps=reps, max_wait_s=max_wait_s)
 
 
 def measure_onnx(path: str | bytes, inputs: Sequence[Any] | Mapping[str, Any], *, warmup: int = 3,
-                 reps: int = 20, threads: int | None = None, device: str = "cpu") -> Measurement:
-    """Latency of one onnxruntime ``run`` of the model at ``path`` (or serialized bytes)."""
+                 reps: int = 20, threads: int | None = None, device: str = "cpu",
+                 max_wait_s: float = 0.0) -> Measurement:
+    """Latency of one onnxruntime ``run`` of the model at ``path`` (or serialized bytes).
+
+    ``max_wait_s`` > 0: on a busy machine, retry bursts for up to that long (:func:`measure_quiet`).
+    """
     session = ort_session(path, threads=threads, device=device)
-    return measure_session(session, ort_feeds(session, inputs), warmup=warmup, reps=reps)
+    return measure_session(session, ort_feeds(session, inputs), warmup=warmup, reps=reps, max_wait_s=max_wait_s)
 
 
 # --- PyTorch -----------------------------------------------------------------------------------
@@ -149,16 +229,15 @@ def cuda_clock(fn: Callable[[], object]) -> float:
 
 
 def measure_torch(model: Any, inputs: Sequence[Any], *, warmup: int = 3, reps: int = 20,
-                  threads: int | None = None) -> Measurement:
+                  threads: int | None = None, max_wait_s: float = 0.0) -> Measurement:
     """Latency of ``model(*inputs)`` in eager PyTorch: eval, inference mode, synchronised on CUDA."""
     import torch
 
     model.eval()
     on_cuda = any(getattr(t, "is_cuda", False) for t in inputs)
     with _torch_threads(threads), torch.inference_mode():
-        times = time_calls(lambda: model(*inputs), warmup=warmup, reps=reps,
-                           clock=cuda_clock if on_cuda else None)
-    return summarize(times)
+        return measure_quiet(lambda: model(*inputs), warmup=warmup, reps=reps, max_wait_s=max_wait_s,
+                             clock=cuda_clock if on_cuda else None)
 
 
 def export_onnx(model: Any, inputs: Sequence[Any], path: str, *, opset: int = 17) -> str:

@@ -228,7 +228,7 @@ def _read_json(doc: Any, name: str) -> list[_Record]:
     for i, obj in enumerate(items):
         if not isinstance(obj, Mapping):
             raise HaBotError(f"{name}: record {i + 1} is a {type(obj).__name__}, expected an object")
-        out.append(_record(1, obj))
+        out.append(_record(0, obj))  # a JSON document: records have no line of their own
     return out
 
 
@@ -336,7 +336,8 @@ def _fmt_step(step: float | None) -> str:
 
 def _where(records: Sequence[_Record], steps: Sequence[float | None], i: int) -> str:
     s = _fmt_step(steps[i])
-    return f"{s} (line {records[i].line})" if s else f"line {records[i].line}"
+    at = f"line {records[i].line}" if records[i].line else f"record {i + 1}"
+    return f"{s} ({at})" if s else at
 
 
 def _metrics(records: Sequence[_Record]) -> tuple[dict[str, float], dict[str, float]]:
@@ -358,7 +359,7 @@ def _nan_failures(records: Sequence[_Record], steps: Sequence[float | None]) -> 
             continue
         for i, v in vals:
             if not math.isfinite(v):
-                out.append(Failure("nan", records[i].line, steps[i],
+                out.append(Failure("nan", records[i].line or None, steps[i],
                                    f"{key} is {v} at {_where(records, steps, i)}: the first non-finite value"))
                 break
     return out
@@ -380,7 +381,7 @@ def _divergence(records: Sequence[_Record], steps: Sequence[float | None]) -> li
                 streak += 1
                 first = i if streak == 1 else first
                 if streak >= DIVERGENCE_RECORDS:
-                    out.append(Failure("divergence", records[first].line, steps[first],
+                    out.append(Failure("divergence", records[first].line or None, steps[first],
                                        f"{key} rose above {DIVERGENCE_FACTOR:g}x its running minimum ({low:.4g}) from "
                                        f"{_where(records, steps, first)} on: the run diverged"))
                     break
@@ -397,7 +398,7 @@ def _oom(records: Sequence[_Record], steps: Sequence[float | None]) -> list[Fail
     i, msg = hits[0]
     more = f" ({len(hits)} records mention it)" if len(hits) > 1 else ""
     snippet = " ".join(msg.split())[:160]
-    return [Failure("oom", records[i].line, steps[i], f"out of memory at {_where(records, steps, i)}{more}: {snippet}")]
+    return [Failure("oom", records[i].line or None, steps[i], f"out of memory at {_where(records, steps, i)}{more}: {snippet}")]
 
 
 def _step_gaps(records: Sequence[_Record]) -> list[Failure]:
@@ -406,12 +407,14 @@ def _step_gaps(records: Sequence[_Record]) -> list[Failure]:
     usual = _median(b[1] - a[1] for a, b in pairs)
     out = []
     for (_, sa), (ib, sb) in pairs:
-        line = records[ib].line
+        line = records[ib].line or None
         if sb < sa:
-            out.append(Failure("restart", line, sb, f"step went back from {_n(sa)} to {_n(sb)} at line {line} "
+            out.append(Failure("restart", line, sb, f"step went back from {_n(sa)} to {_n(sb)} at "
+                                                    f"{_where(records, [None] * len(records), ib)} "
                                                     "(restarted or resumed run?)"))
         elif usual and sb - sa > STEP_GAP_FACTOR * usual:
-            out.append(Failure("gap", line, sb, f"no record from step {_n(sa)} to {_n(sb)} at line {line} "
+            out.append(Failure("gap", line, sb, f"no record from step {_n(sa)} to {_n(sb)} at "
+                                                f"{_where(records, [None] * len(records), ib)} "
                                                 f"(the log usually has one every {_n(usual)} steps)"))
     return out
 
@@ -443,7 +446,7 @@ def _time_gaps(records: Sequence[_Record], steps: Sequence[float | None], clock:
     out = []
     for i, dt in dts:
         if usual and dt > TIME_GAP_FACTOR * usual and dt >= TIME_GAP_MIN_S:
-            out.append(Failure("gap", records[i].line, steps[i],
+            out.append(Failure("gap", records[i].line or None, steps[i],
                                f"{dt:.0f} s without a record before {_where(records, steps, i)} "
                                f"(records usually come every {usual:.3g} s): a stall, pause or resume"))
     return out
@@ -531,7 +534,7 @@ def summarize(records: Sequence[_Record], *, name: str, fmt: str, notes: Sequenc
             wall = vals[-1] - vals[0]
     failures = (_oom(records, steps) + _nan_failures(records, steps) + _divergence(records, steps)
                 + _step_gaps(records) + (_time_gaps(records, steps, clock[1]) if clock else []))
-    failures.sort(key=lambda f: (f.line or 0, f.kind))
+    failures.sort(key=lambda f: (f.line or 0, -math.inf if f.step is None else f.step, f.kind))
     step_vals = [s for s in steps if s is not None]
     epochs = _series(records, "epoch")
     return TrainingSummary(

@@ -70,6 +70,8 @@ def make_repo(root: Path, *, width_on_head: int = 16) -> tuple[Path, str, str]:
     git(repo, "checkout", "-q", "-b", "feature")
     cfg = (repo / ".ha-bot.yml").read_text().replace("{width: 8}", f"{{width: {width_on_head}}}")
     (repo / ".ha-bot.yml").write_text(cfg)
-    git(repo, "commit", "-qam", "wider net")
+    (repo / "NOTES.md").write_text("a change on the branch\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "wider net")
     head = git(repo, "rev-parse", "HEAD")
     return repo, base, head
