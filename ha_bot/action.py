@@ -187,6 +187,8 @@ def status_description(d: Mapping[str, Any]) -> str:
     c = d["counts"]
     parts = [f"{c[s]} {s}" for s in ("changed", "added", "removed", "error") if c.get(s)]
     what = ", ".join(parts) or "no model changed"
+    if (d.get("cards") or {}).get("stale"):
+        what += f"; {d['cards']['stale']} model card(s) out of date"
     if d["verdict"] == "fail":
         return f"{d['regressions']} budget check(s) failed; {what}"
     if d["verdict"] == "warn":
@@ -284,7 +286,7 @@ def analyse_pr(inputs: ActionInputs, env: Env, environ: Mapping[str, str], clien
         d["informational"] = inputs.fail_on == "never"
     d["pull_request"] = {"number": number, "head_sha": head_sha} if is_pr else None
 
-    extra = _extras(inputs, env, result, d)
+    extra = _extras(inputs, env, result, d, fork=fork)
     body = comment.render(d, **extra)
     # 1. nothing is lost: the report file, the summary and the outputs come before any API call
     doc = {"schema_version": 1, "kind": "ha-bot-pr-report", "diff": d, "head_report": result.head_report,
@@ -313,17 +315,30 @@ def analyse_pr(inputs: ActionInputs, env: Env, environ: Mapping[str, str], clien
     return 1 if d["status"] == "failure" else 0
 
 
-def _extras(inputs: ActionInputs, env: Env, result: Any, d: dict[str, Any]) -> dict[str, Any]:
-    """Narrative and card diffs for the comment (each optional; the report is complete without them)."""
+def _extras(inputs: ActionInputs, env: Env, result: Any, d: dict[str, Any], *, fork: bool) -> dict[str, Any]:
+    """Card diffs and the narrative for the comment (each optional: the report is complete without them).
+    Stale cards under `card-mode: check` fail the status."""
+    from ha_bot import action_cards, narrate
+
     extra: dict[str, Any] = {}
-    hooks = _EXTRAS
-    for hook in hooks:
-        extra.update(hook(inputs, env, result, d))
+    pr = env.event.get("pull_request") or {}
+    if inputs.card_mode != "off" and any(m.card for m in result.config.models):
+        if inputs.card_mode == "commit" and not fork and pr:
+            outcome = action_cards.commit(result.config, result.head_report, env.workspace, inputs.config,
+                                          pr["head"]["sha"], pr["head"]["ref"], log=log)
+        else:
+            if inputs.card_mode == "commit":
+                log("card-mode commit: cannot push to a fork's branch; checking the cards instead")
+            outcome = action_cards.check(result.config, result.head_report, env.workspace, inputs.config)
+        log(outcome.note)
+        d["cards"] = {"stale": outcome.stale, "note": outcome.note}
+        if outcome.stale:
+            extra["card_diffs"] = outcome.diffs
+            d["status"] = "success" if d.get("informational") else "failure"
+    key = "" if fork else inputs.anthropic_api_key
+    cache_dir = os.path.join(os.environ.get("RUNNER_TEMP") or env.workspace, ".ha-bot-cache", "narratives")
+    extra.update(narrate.comment_kwargs(d, api_key=key, audience=inputs.audience, cache_dir=cache_dir))
     return extra
-
-
-# Filled by the card and narrative modules: (inputs, env, comparison, diff) -> comment kwargs.
-_EXTRAS: list[Callable[[ActionInputs, Env, Any, dict[str, Any]], dict[str, Any]]] = []
 
 
 def publish(report_path: str, *, environ: Mapping[str, str] | None = None, client_factory: Callable[..., Any] | None = None) -> int:

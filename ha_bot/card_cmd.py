@@ -258,9 +258,12 @@ def cmd_card(args: argparse.Namespace) -> int:
     if args.report:
         doc = report.load_report(args.report)
     else:
+        from ha_bot.cache import Cache
+
         sub = dataclasses.replace(cfg, models=tuple(specs))
         progress = None if args.quiet else (lambda msg: print(f"ha-bot: {msg}", file=sys.stderr))
-        doc = analyze.analyze(sub, analyze.select_targets(sub), progress=progress)
+        counter = analyze.cached_counter(Cache(os.path.join(cfg.root, ".ha-bot-cache")))
+        doc = analyze.analyze(sub, analyze.select_targets(sub), progress=progress, counter=counter)
     return run_cards(cfg, doc, files=args.files, check=args.check, out=sys.stdout, training_logs=logs)
 
 

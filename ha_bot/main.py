@@ -102,6 +102,19 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return action.publish(args.report)
 
 
+def _register(module: str, sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Subcommands that live in their own module add themselves (imported lazily, run only when used)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"ha_bot.{module}")
+    except ModuleNotFoundError as e:
+        if e.name != f"ha_bot.{module}":
+            raise
+        return
+    mod.register(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ha_bot.targets import PRECISIONS
 
@@ -143,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     pu = sub.add_parser("publish", help="post the comment and status from a report (the workflow_run half of the fork pattern)")
     pu.add_argument("--report", required=True, metavar="FILE", help="the report written by `ha-bot action` in the pull_request workflow")
     pu.set_defaults(func=cmd_publish)
+
+    for module in ("card_cmd", "budget_cmd", "explain_cmd", "calibrate"):
+        _register(module, sub)
 
     t = sub.add_parser("targets", help="list the built-in hardware targets, or show one with its sources")
     t.add_argument("id", nargs="*", help="show these targets in full")

@@ -198,3 +198,59 @@ def test_every_input_is_documented_and_read():
     readme = (ROOT / "README.md").read_text()
     for name in INPUTS:
         assert f"`{name}`" in readme, f"input {name} is not in the README"
+
+
+def add_card_config(repo, card_text=None):
+    cfg = repo / ".ha-bot.yml"
+    cfg.write_text(cfg.read_text().replace("    inputs: [{shape: [1, 64]}]\n", "    inputs: [{shape: [1, 64]}]\n    card: cards/mlp.md\n"))
+    if card_text is not None:
+        (repo / "cards").mkdir(exist_ok=True)
+        (repo / "cards" / "mlp.md").write_text(card_text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "card")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def test_card_mode_check_fails_on_stale_card_and_shows_diff(tmp_path, gh, monkeypatch):
+    repo, base, head, number, event = setup_pr(tmp_path, gh, width=8)
+    head = add_card_config(repo, "---\nlicense: mit\n---\n# mlp\n")
+    payload = json.loads(event.read_text())
+    payload["pull_request"]["head"]["sha"] = head
+    event.write_text(json.dumps(payload))
+    gh.pulls[(REPO, number)]["head"]["sha"] = head
+    assert run(monkeypatch, action_env(tmp_path, gh, repo, event)) == 1
+    (c,) = gh.comments_on(REPO, number)
+    assert "Stale model cards" in c["body"] and "+hardware:" in c["body"]
+    assert statuses(gh, head)[-1] == "failure"
+    assert "card(s) out of date" in gh.statuses[(REPO, head)][-1]["description"]
+    # the author refreshes the card (as the pre-commit hook would) and pushes: green
+    monkeypatch.chdir(repo)
+    assert main(["card", "-q"]) == 1
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "refresh card")
+    head2 = git(repo, "rev-parse", "HEAD")
+    payload["pull_request"]["head"]["sha"] = head2
+    event.write_text(json.dumps(payload))
+    gh.pulls[(REPO, number)]["head"]["sha"] = head2
+    env = action_env(tmp_path, gh, repo, event, run_id="1001")
+    assert run(monkeypatch, env) == 0
+    assert statuses(gh, head2)[-1] == "success"
+    (c,) = gh.comments_on(REPO, number)
+    assert "Stale model cards" not in c["body"]  # the old comment is corrected in place
+
+
+def test_card_mode_commit_pushes_to_the_branch(tmp_path, gh, monkeypatch):
+    repo, base, head, number, event = setup_pr(tmp_path, gh, width=8)
+    head = add_card_config(repo)
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main", "feature")
+    payload = json.loads(event.read_text())
+    payload["pull_request"]["head"].update(sha=head, ref="feature")
+    event.write_text(json.dumps(payload))
+    gh.pulls[(REPO, number)]["head"]["sha"] = head
+    assert run(monkeypatch, action_env(tmp_path, gh, repo, event, card_mode="commit")) == 0
+    log = git(remote, "log", "--format=%s", "feature")
+    assert log.splitlines()[0] == "Refresh model cards (ha-bot)"
+    assert "hardware:" in git(remote, "show", "feature:cards/mlp.md")
