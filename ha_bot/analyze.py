@@ -82,7 +82,7 @@ def cached_counter(cache: Any) -> Counter:
     def counter(spec: ModelSpec, root: str) -> ModelCount:
         hit = cache.get(spec, root)
         if hit is not None:
-            return hit  # type: ignore[no-any-return]
+            return hit
         count, deps = count_model_deps(spec, root)
         cache.put(spec, root, count, deps)
         return count

@@ -150,7 +150,7 @@ def diff_model(
     else:
         entry["state"] = "changed" if _is_changed(entry, epsilon) else "unchanged"
         if entry["state"] == "changed" and head.get("estimates"):
-            entry["movers"] = _movers(base, head, head["estimates"][0]["target"])  # type: ignore[arg-type]
+            entry["movers"] = _movers(base, head, head["estimates"][0]["target"])
     return entry
 
 

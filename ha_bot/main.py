@@ -102,7 +102,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return action.publish(args.report)
 
 
-def _register(module: str, sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register(module: str, sub: argparse._SubParsersAction) -> None:
     """Subcommands that live in their own module add themselves (imported lazily, run only when used)."""
     import importlib
 

@@ -48,7 +48,7 @@ def test_hook_definitions_are_valid(tmp_path):
 def test_card_hook_creates_then_is_idempotent(sample, tmp_path):
     r = precommit(sample, tmp_path, "try-repo", str(ROOT), "ha-bot-card", "--all-files")
     assert r.returncode == 1, r.stdout + r.stderr  # modified files: the pre-commit convention
-    assert "files were modified by this hook" in r.stdout
+    assert "created cards/mlp.md" in r.stdout
     card = (sample / "cards" / "mlp.md").read_text()
     assert "hardware:" in card and "<!-- ha-bot:start -->" in card
     r = precommit(sample, tmp_path, "try-repo", str(ROOT), "ha-bot-card", "--all-files")
