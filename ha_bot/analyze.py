@@ -97,9 +97,10 @@ def analyze_model(
     prec = precision or spec.precision or config.precision
     batch_sizes = list(batches or spec.batch_sizes or config.batch_sizes)
     estimates = [cost.estimate(count, t, prec, b) for b in batch_sizes for t in chosen]
+    by_id = {t.id: t for t in chosen}
     training = [
-        cost.training_step(count, t, e, config.training.optimizer, config.training.dataset_size)
-        for t, e in zip(chosen, estimates[: len(chosen)])
+        cost.training_step(count, by_id[e.target], e, config.training.optimizer, config.training.dataset_size)
+        for e in estimates
     ]
     return report.model_entry(spec.name, source_of(spec), count, prec, estimates, training)
 
