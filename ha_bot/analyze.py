@@ -22,7 +22,16 @@ def select_targets(config: Config, ids: Sequence[str] = (), files: Sequence[str]
     for doc in config.custom_targets:
         t = targets.parse_target(doc, origin=config.path or "config", line_of=targets._line_of(doc))
         pool[t.id] = t
-    return targets.resolve(list(ids) or list(config.targets), pool)
+    if ids:
+        return targets.resolve(list(ids), pool)
+    for i, tid in enumerate(config.targets):  # locate an unknown id in the config file
+        if tid not in pool:
+            try:
+                targets.resolve([tid], pool)
+            except ConfigError as e:
+                line = config.target_lines[i] if i < len(config.target_lines) else None
+                raise ConfigError(str(e), file=config.path, line=line, key=f"targets[{i}]") from None
+    return targets.resolve(list(config.targets), pool)
 
 
 def source_of(spec: ModelSpec) -> dict[str, Any]:

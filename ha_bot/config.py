@@ -75,6 +75,7 @@ class Config:
     epsilon_pct: float = 1.0  # changes smaller than this are "unchanged"
     informational: bool = False
     fail_on: str = "fail"  # fail | warn | never
+    target_lines: tuple[int | None, ...] = ()  # line of each `targets:` item, for error messages
 
 
 _TOP_KEYS = (
@@ -312,6 +313,8 @@ def parse(doc: Any, *, file: str, root: str) -> Config:
             else:
                 raise ctx.fail("expected a target id or a mapping with `id:`", tnode, i, f"targets[{i}]")
         kw["targets"], kw["custom_targets"] = tuple(ids), tuple(custom)
+        lc = getattr(tnode, "lc", None)
+        kw["target_lines"] = tuple((lc.item(i)[0] + 1) if lc is not None else None for i in range(len(ids)))
     if "target_files" in doc:
         files = doc["target_files"]
         if isinstance(files, str):
