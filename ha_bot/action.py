@@ -203,7 +203,9 @@ def should_comment(mode: str, d: Mapping[str, Any]) -> tuple[bool, bool]:
         return False, False
     if mode == "always":
         return True, True
-    interesting = d["verdict"] != "ok" or any(m["state"] != "unchanged" for m in d["models"])
+    interesting = (
+        d["verdict"] != "ok" or any(m["state"] != "unchanged" for m in d["models"]) or bool((d.get("cards") or {}).get("stale"))
+    )
     return True, interesting
 
 
@@ -337,7 +339,8 @@ def _extras(inputs: ActionInputs, env: Env, result: Any, d: dict[str, Any], *, f
             d["status"] = "success" if d.get("informational") else "failure"
     key = "" if fork else inputs.anthropic_api_key
     cache_dir = os.path.join(os.environ.get("RUNNER_TEMP") or env.workspace, ".ha-bot-cache", "narratives")
-    extra.update(narrate.comment_kwargs(d, api_key=key, audience=inputs.audience, cache_dir=cache_dir))
+    extra.update(narrate.comment_kwargs(d, api_key=key, audience=inputs.audience, cache_dir=cache_dir,
+                                        head_report=result.head_report, log=log))
     return extra
 
 

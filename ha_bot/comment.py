@@ -100,7 +100,7 @@ def _checks(m: Mapping[str, Any]) -> list[str]:
 def _movers(m: Mapping[str, Any]) -> str:
     if not m.get("movers"):
         return ""
-    target = esc(m["targets"][0]["target"]) if m["targets"] else ""
+    target = esc(m.get("movers_target") or "")
     rows = [[code(x["module"]), fmt_time(x["base_s"] or 0), fmt_time(x["head_s"] or 0),
              ("+" if x["delta_s"] > 0 else "−") + fmt_time(abs(x["delta_s"])),
              "n/a" if x["share"] is None else f"{100 * x['share']:.0f}%"] for x in m["movers"]]

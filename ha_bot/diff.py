@@ -150,7 +150,8 @@ def diff_model(
     else:
         entry["state"] = "changed" if _is_changed(entry, epsilon) else "unchanged"
         if entry["state"] == "changed" and head.get("estimates"):
-            entry["movers"] = _movers(base, head, head["estimates"][0]["target"])
+            entry["movers_target"] = head["estimates"][0]["target"]
+            entry["movers"] = _movers(base, head, entry["movers_target"])
     return entry
 
 
