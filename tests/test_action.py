@@ -254,3 +254,18 @@ def test_card_mode_commit_pushes_to_the_branch(tmp_path, gh, monkeypatch):
     log = git(remote, "log", "--format=%s", "feature")
     assert log.splitlines()[0] == "Refresh model cards (ha-bot)"
     assert "hardware:" in git(remote, "show", "feature:cards/mlp.md")
+
+
+def test_container_entrypoint_as_a_process(tmp_path, gh):
+    """The Dockerfile's ENTRYPOINT/CMD: `ha-bot action` in a process of its own, with GitHub's environment only."""
+    import subprocess
+    import sys
+
+    repo, _, head, number, event = setup_pr(tmp_path, gh)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "ANTHROPIC_"))}
+    env.update(action_env(tmp_path, gh, repo, event))
+    proc = subprocess.run([sys.executable, "-m", "ha_bot", "action"], env=env, cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "LLM narrative skipped" in gh.comments_on(REPO, number)[0]["body"]
+    assert "ghs_testtoken123" not in proc.stderr + proc.stdout
+    assert statuses(gh, head) == ["pending", "failure"]
