@@ -278,7 +278,7 @@ def show(doc: dict[str, Any]) -> str:
                      f"{r['ratio']:6.2f} {r['baseline_ratio']:6.2f} {r['busy']:5.0%}{' ' if r['quiet'] else '!'} {r['bound']}")
     s, b = doc["summary"], doc["baseline"]
     noisy = [r["model"] for r in doc["models"] if not r["quiet"]]
-    lines.append("busy: share of the CPU other processes used during the burst kept"
+    lines.append("busy: share of the time the runtime waited for a CPU another process held (or that other processes used) during the burst kept"
                  + (f"; '!' = never measured on a quiet machine: {', '.join(noisy)}" if noisy else "; all quiet"))
     lines += ["", f"{'':28s}{'ha-bot':>10s}{'FLOPs-only baseline':>22s}"]
     lines.append(f"{'within +-25%':28s}{s['within_25pct']:10.0%}{b['within_25pct']:22.0%}")

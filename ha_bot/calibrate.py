@@ -6,29 +6,42 @@ PyTorch ops (``--engine torch``), on the CPU or a CUDA GPU (``--device cuda``: C
 
 What is measured
 ----------------
-- **GEMMs** from tiny to large (square and wide shapes), **convolutions** (3x3 and 1x1, dense),
-  **depthwise** convolutions (3x3, 5x5, 7x7), **grouped** convolutions (reported, see below),
-  **attention** subgraphs (Q K^T, scale, softmax, x V: the ops PyTorch's ONNX exporter emits for
-  ``scaled_dot_product_attention``), **elementwise** adds, **softmax** (the ``reduction`` class),
-  **layer norm** (``norm``) and **pooling** (3x3/2 max pool, global average pool), and the
-  **per-op overhead** (a chain of 256 one-element adds).
-- Each benchmark is a *chain* of K identical ops (the output of one feeds the next, as in a
-  network), so the per-op time is ``(t(chain) - t(empty run)) / K``: the runtime's fixed cost per
-  ``run`` call is measured once and taken out.
-- Shared machines: runs come in bursts of about 60 ms, and ``/proc/stat`` tells how much of the
-  CPU other processes used meanwhile. A burst is *quiet* when they used less than
-  ``measure.QUIET``; each benchmark keeps the fastest median of its quiet bursts, and passes repeat
-  (the benchmarks with the fewest quiet bursts first) until each has two or the budget is spent.
-  (With one thread per core, a neighbour that takes a core can make a parallel op several times
-  slower: its figure would describe the neighbour, not the machine.)
-- A point of a curve is ``(op FLOPs, FLOPs / (per-op time - per-op overhead))``: the cost model
-  adds ``kernel_overhead_us`` to every op itself, so the curves hold the rest. Points of one class
-  are grouped by size (factor-2 bins, geometric means) into one curve.
+- **GEMMs** from tiny to large, as an exported ``nn.Linear`` on ``[1, rows, features]`` runs them
+  (MatMul + bias; square, wide, tall and odd-row shapes), **convolutions** (3x3 and 1x1, dense),
+  **depthwise** convolutions (3x3, 5x5, 7x7), **grouped** convolutions (reported only: the cost
+  model has no class for them), **attention** subgraphs (scale, Q K^T, softmax, x V: the ops
+  PyTorch's ONNX exporter emits for ``scaled_dot_product_attention``), **elementwise** adds (up to
+  200 MB moved per op: the main-memory bandwidth), **softmax** (the ``reduction`` class; short and
+  long rows), **layer norm** (``norm``) and **pooling** (3x3/2 max pool, global average pool), the
+  **per-op overhead** (chains of 1 and 256 one-element adds) and whether the runtime **fuses** an
+  activation into the conv before it (conv chains with and without ReLUs).
+- Each chainable benchmark is a chain of K identical ops (each feeds the next, as in a network)
+  timed against a chain of one: the per-op time is ``(t(K) - t(1)) / (K - 1)``, free of the fixed
+  cost of a ``run`` call and of what happens only at a chain's ends (layout reorders, the first
+  read of the input). Pools, which do not chain, subtract the measured fixed cost of a run.
+- Shared machines: runs come in bursts of about 60 ms, and the scheduler's accounting
+  (``/proc/self/task/*/schedstat``) tells how long the runtime's threads waited for a CPU that
+  another process held. A burst is *quiet* when that is under ``measure.QUIET`` of the time; each
+  benchmark keeps the median of its quiet bursts (pools, timed directly, the fastest), and passes
+  repeat (the benchmarks with the fewest quiet bursts first) until each has three or the budget is
+  spent. The two chains of a benchmark run alternately, and a burst's per-op time is the median of
+  the per-pair differences, so that a disturbance hits both chains alike. With one thread per core a
+  neighbour that takes a core makes a parallel op several times slower: such a figure would
+  describe the neighbour, not the machine. Benchmarks that never got a quiet burst are counted in
+  the notes, and a class's curve leaves them out when it has two or more quiet benchmarks.
+  onnxruntime sessions stop spinning their threads when a run returns
+  (``measure.ort_session``), so that one session's idle pool does not slow the next one down.
+- A point of a curve is the compute rate that makes the cost model's roofline reproduce the
+  benchmark: ``FLOPs / (per-op time - per-op overhead)`` (the cost model adds
+  ``kernel_overhead_us`` to every op itself). For elementwise ops, which the cost model fuses into
+  their producer, a benchmark that its bytes already explain at the measured bandwidth is
+  memory-bound and its point is the vector rate. Points of one class are grouped by size (factor-4
+  bins, geometric means over the shape families) into one curve.
 
 The document written is a custom target (schema: :mod:`ha_bot.targets`): ``peak_tflops.fp32`` is
-the best GEMM rate measured (not a datasheet figure), ``mem_bw_gbps`` the streaming bandwidth of
-large elementwise adds, ``efficiency`` the best measured fraction of those per class, and the
-``curves`` carry the size dependence that the cost model interpolates log-log.
+the best GEMM rate measured (not a datasheet figure), ``mem_bw_gbps`` the bandwidth of the largest
+elementwise add, ``efficiency`` the best measured fraction of those per class, and the ``curves``
+carry the size dependence that the cost model interpolates log-log.
 
 Carrying calibration to other targets (:func:`derive_for`)
 ----------------------------------------------------------
@@ -69,6 +82,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from ha_bot.records import FUSIBLE_CLASSES
 from ha_bot.targets import Target
 
 ENGINES = ("onnxruntime", "torch")
@@ -79,10 +93,10 @@ BANDWIDTH_CLASSES = frozenset({"elementwise", "reduction", "norm", "pool"})
 OPSET = 17
 OVERHEAD_CHAIN = 256
 MIN_CHAIN_S = 2e-3  # a chain should run at least this long so the fixed per-run cost is small
-MAX_CHAIN = 16
-BURST_S = 0.06  # one burst of runs: long enough for /proc/stat (10 ms ticks) to tell a busy machine
+MIN_CHAIN, MAX_CHAIN = 3, 16
+BURST_S = 0.06  # one burst of runs (the load is judged per burst)
 MAX_REPS = 2000
-QUIET_BURSTS = 2  # quiet bursts wanted per benchmark
+QUIET_BURSTS = 3  # quiet bursts wanted per benchmark
 
 Progress = Callable[[str], None]
 
@@ -105,14 +119,15 @@ class Bench(NamedTuple):
 class Result(NamedTuple):
     bench: Bench
     per_op_s: float
-    busy: float = 0.0  # share of the CPU other processes used during the burst kept
+    busy: float = 0.0  # share of the time the runtime waited for a CPU during the burst kept
 
 
 # --- the benchmark list ------------------------------------------------------------------------
 
 
 def _matmul(m: int, k: int, n: int) -> tuple[str, str, tuple[int, ...], float, float]:
-    return "matmul", "matmul", (m, k, n), 2.0 * m * k * n, 4.0 * (m * k + k * n + m * n)
+    """A linear layer with bias on [1, m, k]: 2mkn + mn FLOPs (the bias adds one per output)."""
+    return "matmul", "matmul", (m, k, n), 2.0 * m * k * n + m * n, 4.0 * (m * k + k * n + n + m * n)
 
 
 def _conv(c_in: int, c_out: int, h: int, k: int, groups: int = 1) -> tuple[str, str, tuple[int, ...], float, float]:
@@ -151,7 +166,8 @@ def bench_specs(thin: bool = False) -> list[tuple[str, str, tuple[int, ...], flo
     specs = _all_specs()
     if not thin:
         return specs
-    out, seen = [], {}
+    out: list[tuple[str, str, tuple[int, ...], float, float]] = []
+    seen: dict[tuple[str, str], int] = {}
     for spec in specs:
         key = (spec[0], spec[1])
         seen[key] = seen.get(key, -1) + 1
@@ -162,10 +178,14 @@ def bench_specs(thin: bool = False) -> list[tuple[str, str, tuple[int, ...], flo
 
 def _all_specs() -> list[tuple[str, str, tuple[int, ...], float, float]]:
     specs = []
-    for n in (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024):
+    for n in (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024):  # square
         specs.append(_matmul(n, n, n))
     for m, k in ((8, 64), (16, 128), (32, 256), (64, 256), (64, 512), (128, 1024), (256, 1024), (256, 2048)):
-        specs.append(_matmul(m, k, 2 * k))
+        specs.append(_matmul(m, k, 2 * k))  # wide: few rows (tokens), many features
+    for m, k in ((64, 16), (256, 32), (1024, 32), (1024, 64), (4096, 64), (4096, 128), (16384, 64)):
+        specs.append(_matmul(m, k, 4 * k))  # tall: many rows, few features
+    for m, k in ((25, 256), (50, 384), (100, 512), (300, 768), (600, 1024)):
+        specs.append(_matmul(m, k, 2 * k))  # row counts that are no multiple of a tile
     for c, h in ((16, 14), (16, 56), (32, 28), (32, 112), (64, 14), (64, 56), (128, 28), (256, 14),
                  (512, 7), (128, 56), (256, 28), (512, 14)):
         specs.append(_conv(c, c, h, 3))
@@ -180,11 +200,13 @@ def _all_specs() -> list[tuple[str, str, tuple[int, ...], float, float]]:
     for heads, length, dim in ((2, 16, 32), (4, 32, 32), (4, 64, 64), (8, 64, 64), (12, 64, 64),
                                (8, 128, 64), (12, 128, 64), (12, 256, 64), (12, 512, 64)):
         specs.append(_attention(heads, length, dim))
-    for n in (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 19, 1 << 20, 1 << 21, 1 << 22):
+    for n in (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24):
         specs.append(_rows("add", "elementwise", n // 256, 256, 1, 12))
-    for rows, cols in ((16, 16), (64, 64), (128, 128), (256, 256), (768, 197), (1536, 256), (1024, 1024), (3072, 512)):
+    for rows, cols in ((16, 16), (64, 64), (128, 128), (256, 256), (1024, 256), (1024, 1024), (4096, 512),
+                       (64, 32), (512, 32), (4096, 32), (16384, 32), (32, 1000), (256, 1000)):
         specs.append(_rows("softmax", "reduction", rows, cols, 3, 8))
-    for rows, cols in ((8, 64), (32, 128), (64, 256), (128, 384), (128, 768), (256, 768), (512, 768), (1024, 1024)):
+    for rows, cols in ((8, 64), (32, 128), (64, 256), (128, 384), (128, 768), (256, 768), (512, 768), (1024, 1024),
+                       (1024, 64), (4096, 96), (16384, 64)):
         specs.append(_rows("layernorm", "norm", rows, cols, 6, 8))
     for c, h in ((16, 28), (64, 56), (64, 112), (128, 112)):
         specs.append(_pool("maxpool", c, h))
@@ -199,11 +221,12 @@ def _chainable(kind: str) -> bool:
 
 def plan(specs: Sequence[tuple[str, str, tuple[int, ...], float, float]], rough_flops: float,
          rough_bw: float) -> list[Bench]:
-    """Benches with chain lengths so each chain runs for about MIN_CHAIN_S at rough rates."""
+    """Benches with chain lengths so each chain runs for about MIN_CHAIN_S at rough rates (at least
+    MIN_CHAIN ops: the per-op time is the difference between a chain of that many and of one)."""
     out = []
     for cls, kind, dims, flops, nbytes in specs:
         guess = max(flops / rough_flops, nbytes / rough_bw) + 2e-6
-        chain = max(1, min(MAX_CHAIN, math.ceil(MIN_CHAIN_S / guess))) if _chainable(kind) else 1
+        chain = max(MIN_CHAIN, min(MAX_CHAIN, math.ceil(MIN_CHAIN_S / guess))) if _chainable(kind) else 1
         out.append(Bench(cls, kind, dims, flops, nbytes, chain))
     return out
 
@@ -231,14 +254,15 @@ def onnx_chain(bench: Bench) -> tuple[Any, dict[str, Any]]:
         inits.append(numpy_helper.from_array(_rng_array(shape, scale), name))
         return name
 
-    if kind == "matmul":
+    if kind == "matmul":  # nn.Linear on [1, rows, features] as exported: MatMul + bias Add
         m, kk, n = d
-        x_shape, prev = [m, kk], "x"
+        x_shape, prev = [1, m, kk], "x"
         for i in range(k):
             a, b = (kk, n) if i % 2 == 0 else (n, kk)
-            nodes.append(helper.make_node("MatMul", [prev, init(f"w{i}", (a, b), a ** -0.5)], [f"y{i}"]))
+            nodes.append(helper.make_node("MatMul", [prev, init(f"w{i}", (a, b), a ** -0.5)], [f"m{i}"]))
+            nodes.append(helper.make_node("Add", [f"m{i}", init(f"b{i}", (b,), 0.1)], [f"y{i}"]))
             prev = f"y{i}"
-        out_shape = [m, n if k % 2 else kk]
+        out_shape = [1, m, n if k % 2 else kk]
     elif kind == "conv":
         c_in, c_out, h, ks, g = d
         x_shape, prev = [1, c_in, h, h], "x"
@@ -412,13 +436,14 @@ def torch_chain(bench: Bench, device: str) -> Callable[[], object]:
     kind, d, k = bench.kind, bench.dims, bench.chain
     if kind == "matmul":
         m, kk, n = d
-        ws = [t((kk, n) if i % 2 == 0 else (n, kk), (kk if i % 2 == 0 else n) ** -0.5) for i in range(k)]
-        x = t((m, kk))
+        ws = [t((n, kk) if i % 2 == 0 else (kk, n), (kk if i % 2 == 0 else n) ** -0.5) for i in range(k)]
+        bs = [t((n,) if i % 2 == 0 else (kk,), 0.1) for i in range(k)]
+        x = t((1, m, kk))
 
         def run() -> object:
             y = x
-            for w in ws:
-                y = y @ w
+            for w, b in zip(ws, bs):
+                y = F.linear(y, w, b)
             return y
     elif kind == "conv":
         c_in, c_out, h, ks, g = d
@@ -475,25 +500,19 @@ def make_engine(engine: str, device: str) -> Engine:
 
 
 class Burst(NamedTuple):
-    run_s: float  # median time of one run of the chain
-    busy: float  # share of the CPU other processes used meanwhile
-
-
-def _burst(fn: Callable[[], object], reps: int, clock: Callable[[Callable[[], object]], float] | None) -> Burst:
-    from ha_bot.measure import LoadMeter, time_calls
-
-    with LoadMeter() as load:
-        times = time_calls(fn, warmup=0, reps=reps, clock=clock)
-    return Burst(statistics.median(times), load.busy)
+    per_op_s: float  # time of one op of the bench
+    busy: float  # share of the time the runtime's threads waited for a CPU (measure.LoadMeter)
 
 
 class Timer:
     """Runs the benches within a time budget, in passes over bursts of runs.
 
-    Each bench keeps the fastest median of its *quiet* bursts (other processes under
-    ``measure.QUIET`` of the CPU), or its least busy burst when it never got a quiet one. Later
-    passes visit the benches with the fewest quiet bursts first, until each has ``QUIET_BURSTS``
-    or the budget is spent.
+    A chainable bench's burst times its chain of K ops and a chain of one, back to back: the per-op
+    time is their difference over K - 1, free of the fixed cost of a run and of what happens only
+    at a chain's ends (layout reorders, the first read of the input). Each bench keeps the fastest
+    of its *quiet* bursts (threads waited for a CPU under ``measure.QUIET`` of the time), or its
+    least busy one when it never got a quiet one. Later passes visit the benches with the fewest
+    quiet bursts first, until each has ``QUIET_BURSTS`` or the budget is spent.
     """
 
     def __init__(self, engine: Engine, budget_s: float, progress: Progress | None) -> None:
@@ -511,16 +530,45 @@ class Timer:
     def left(self) -> float:
         return self.budget_s - (time.perf_counter() - self.start)
 
-    def quiet_burst(self, fn: Callable[[], object], reps: int, tries: int) -> Burst:
-        """The fastest quiet burst of up to ``tries`` (stops at the second quiet one)."""
-        from ha_bot.measure import QUIET
+    def _median(self, fn: Callable[[], object], reps: int) -> float:
+        from ha_bot.measure import time_calls
+
+        return statistics.median(time_calls(fn, warmup=0, reps=reps, clock=self.clock))
+
+    def pair_burst(self, one: Callable[[], object], many: Callable[[], object], k: int,
+                   reps: tuple[int, int]) -> Burst:
+        """Per-op time from chains of 1 and ``k`` ops (``k`` == 1: minus the fixed cost of a run)."""
+        from ha_bot.measure import LoadMeter
+
+        if k == 1:
+            with LoadMeter() as load:
+                t1 = self._median(one, reps[0])
+            return Burst(max(1e-9, t1 - self.base_s), load.busy)
+        from ha_bot.measure import time_calls
+
+        diffs, longs = [], []
+        with LoadMeter() as load:  # alternate the two chains so that both see the same conditions
+            for _ in range(reps[1]):
+                t1 = time_calls(one, warmup=0, reps=1, clock=self.clock)[0]
+                tk = time_calls(many, warmup=0, reps=1, clock=self.clock)[0]
+                diffs.append((tk - t1) / (k - 1))
+                longs.append(tk / k)
+        diff, whole = statistics.median(diffs), statistics.median(longs)
+        per_op = diff if diff > 0.05 * whole else whole  # noise: the difference is unusable
+        return Burst(max(1e-9, per_op), load.busy)
+
+    def quiet_burst(self, fn: Callable[[], object], reps: int, tries: int) -> float:
+        """The fastest median of quiet bursts of ``fn`` (up to ``tries``; stops at the second quiet one)."""
+        from ha_bot.measure import QUIET, LoadMeter
 
         bursts = []
         for _ in range(tries):
-            bursts.append(_burst(fn, reps, self.clock))
+            with LoadMeter() as load:
+                t = self._median(fn, reps)
+            bursts.append(Burst(t, load.busy))
             if sum(b.busy <= QUIET for b in bursts) >= 2:
                 break
-        return _best(bursts)
+        return _best(bursts).per_op_s
 
     def measure_overhead(self) -> None:
         short = self.engine.prepare(Bench("", "", (), 0.0, 0.0, 1))
@@ -529,16 +577,40 @@ class Timer:
         tries = 10 if self.budget_s >= 20 else 2
         t1 = self.quiet_burst(short, 400, tries)
         tn = self.quiet_burst(long, 40, tries)
-        self.overhead_s = max(0.0, (tn.run_s - t1.run_s) / (OVERHEAD_CHAIN - 1))
-        self.base_s = max(0.0, t1.run_s - self.overhead_s)
+        self.overhead_s = max(0.0, (tn - t1) / (OVERHEAD_CHAIN - 1))
+        self.base_s = max(0.0, t1 - self.overhead_s)
         self.say(f"per-op overhead {self.overhead_s * 1e6:.2f} us, fixed cost per run {self.base_s * 1e6:.1f} us")
+
+    def _prepare(self, b: Bench) -> tuple[Callable[[], object], Callable[[], object], tuple[int, int]]:
+        """Runners for a chain of one and of ``b.chain``, and the runs per burst (alone, in pairs)."""
+        one = self.engine.prepare(b._replace(chain=1))
+        many = self.engine.prepare(b) if b.chain > 1 else one
+        took = []
+        for fn in (one, many):
+            fn()  # first run: allocations, kernel selection
+            t0 = time.perf_counter()
+            fn()
+            took.append(max(time.perf_counter() - t0, 1e-7))
+        alone = max(3, min(MAX_REPS, int(self.burst_s / took[0])))
+        pairs = max(3, min(MAX_REPS, int(self.burst_s / (took[0] + took[1]))))
+        return one, many, (alone, pairs)
+
+    @staticmethod
+    def _covered(benches: Sequence[Bench], bursts: dict[int, list[Burst]]) -> bool:
+        """Every op class has at least two measured benches (the least a curve should have)."""
+        seen: dict[str, int] = {}
+        for i, bs in bursts.items():
+            if bs:
+                seen[benches[i].op_class] = seen.get(benches[i].op_class, 0) + 1
+        return all(seen.get(b.op_class, 0) >= min(2, sum(x.op_class == b.op_class for x in benches)) for b in benches)
 
     def run(self, benches: Sequence[Bench]) -> list[Result]:
         from ha_bot.measure import QUIET
 
+        benches = _round_robin(benches)
+
         bursts: dict[int, list[Burst]] = {i: [] for i in range(len(benches))}
-        runners: dict[int, Callable[[], object]] = {}
-        reps: dict[int, int] = {}
+        ready: dict[int, tuple[Callable[[], object], Callable[[], object], tuple[int, int]]] = {}
         passes = 0
         while True:
             quiet = {i: sum(b.busy <= QUIET for b in bs) for i, bs in bursts.items()}
@@ -548,52 +620,75 @@ class Timer:
                 break
             passes += 1
             for n, i in enumerate(todo):
-                if passes > 1 and self.left() <= 0:
+                if self.left() <= 0 and (passes > 1 or self._covered(benches, bursts)):
                     break
                 b = benches[i]
-                if i not in runners:
-                    runners[i] = self.engine.prepare(b)
-                    t0 = time.perf_counter()
-                    runners[i]()  # first run: allocations, kernel selection
-                    runners[i]()
-                    reps[i] = max(3, min(MAX_REPS, int(self.burst_s / max(time.perf_counter() - t0, 1e-7) * 2)))
-                burst = _burst(runners[i], reps[i], self.clock)
+                if i not in ready:
+                    ready[i] = self._prepare(b)
+                one, many, reps = ready[i]
+                burst = self.pair_burst(one, many, b.chain, reps)
                 bursts[i].append(burst)
                 if passes == 1:
-                    per_op = max(1e-9, (burst.run_s - self.base_s) / b.chain)
-                    rate = b.flops / max(per_op - self.overhead_s, 1e-9)
+                    rate = b.flops / max(burst.per_op_s - self.overhead_s, 1e-9)
                     self.say(f"[{n + 1}/{len(todo)}] {b.op_class or 'grouped conv'} {b.label} (x{b.chain}): "
-                             f"{per_op * 1e6:.1f} us/op, {rate / 1e9:.2f} GFLOP/s"
-                             + (f" (busy machine: {burst.busy:.0%})" if burst.busy > QUIET else ""))
+                             f"{burst.per_op_s * 1e6:.1f} us/op, {rate / 1e9:.2f} GFLOP/s"
+                             + (f" (busy machine: waited {burst.busy:.0%})" if burst.busy > QUIET else ""))
             done = sum(1 for bs in bursts.values() if any(x.busy <= QUIET for x in bs))
             self.say(f"pass {passes}: {done}/{len(benches)} benchmarks have a quiet measurement")
         out = []
         for i, bs in bursts.items():
             if bs:
-                best = _best(bs)
-                out.append(Result(benches[i], max(1e-9, (best.run_s - self.base_s) / benches[i].chain), best.busy))
+                best = _best(bs, by_median=benches[i].chain > 1)
+                out.append(Result(benches[i], best.per_op_s, best.busy))
         return out
 
 
-def _best(bursts: Sequence[Burst]) -> Burst:
+def _round_robin(benches: Sequence[Bench]) -> list[Bench]:
+    """Benches interleaved across op classes (each class smallest first): a budget that runs out
+    part-way through the first pass still leaves every class measured at several sizes."""
+    by_class: dict[str, list[Bench]] = {}
+    for b in benches:
+        by_class.setdefault(b.op_class, []).append(b)
+    out = []
+    for rank in range(max((len(v) for v in by_class.values()), default=0)):
+        out += [v[rank] for v in by_class.values() if rank < len(v)]
+    return out
+
+
+def _best(bursts: Sequence[Burst], by_median: bool = False) -> Burst:
+    """The figure of a bench: the fastest quiet burst (load only ever adds time), or with
+    ``by_median`` (differences of two chains, whose noise goes both ways) the median quiet burst;
+    the least busy burst when none was quiet."""
     from ha_bot.measure import QUIET
 
-    quiet = [b for b in bursts if b.busy <= QUIET]
-    return min(quiet, key=lambda b: b.run_s) if quiet else min(bursts, key=lambda b: b.busy)
+    quiet = sorted((b for b in bursts if b.busy <= QUIET), key=lambda b: b.per_op_s)
+    if not quiet:
+        return min(bursts, key=lambda b: b.busy)
+    return quiet[(len(quiet) - 1) // 2] if by_median else quiet[0]
 
 
 # --- from measurements to a target document ------------------------------------------------------
 
 
-def curve_points(results: Sequence[Result], overhead_s: float, op_class: str) -> list[tuple[float, float]]:
-    """(op FLOPs, achieved FLOP/s) of one class: factor-2 size bins, geometric means."""
+def curve_points(results: Sequence[Result], overhead_s: float, op_class: str, *,
+                 bandwidth: float | None = None, cap: float | None = None) -> list[tuple[float, float]]:
+    """(op FLOPs, achieved FLOP/s) of one class: factor-4 size bins, geometric means.
+
+    A point is the compute rate that makes the cost model's roofline reproduce the benchmark:
+    ``flops / (per-op time - per-op overhead)``. For fusible classes (elementwise) a benchmark whose
+    time its bytes already explain at ``bandwidth`` is memory-bound, not compute-bound: its point is
+    ``cap`` (the vector rate), so that the cost model charges such an op its bytes when it runs on
+    its own and next to nothing when it is fused into its producer.
+    """
     bins: dict[int, list[tuple[float, float]]] = {}
     for r in results:
         if r.bench.op_class != op_class:
             continue
         busy = max(r.per_op_s - overhead_s, 0.25 * r.per_op_s)
         rate = r.bench.flops / busy
-        bins.setdefault(round(math.log2(r.bench.flops)), []).append((r.bench.flops, rate))
+        if op_class in FUSIBLE_CLASSES and bandwidth and cap and busy <= r.bench.bytes / bandwidth:
+            rate = max(rate, cap)
+        bins.setdefault(round(math.log2(r.bench.flops) / 2), []).append((r.bench.flops, rate))
     points = []
     for key in sorted(bins):
         group = bins[key]
@@ -603,21 +698,40 @@ def curve_points(results: Sequence[Result], overhead_s: float, op_class: str) ->
     return points
 
 
+def usable(results: Sequence[Result]) -> list[Result]:
+    """The results curves are made of: per class, only the quiet ones when it has two or more
+    (a figure taken while a neighbour held a core describes the neighbour), else all of them."""
+    from ha_bot.measure import QUIET
+
+    out = []
+    for c in {r.bench.op_class for r in results}:
+        mine = [r for r in results if r.bench.op_class == c]
+        quiet = [r for r in mine if r.busy <= QUIET]
+        out += quiet if len(quiet) >= 2 else mine
+    return out
+
+
 def _sig(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
 def _bandwidth(results: Sequence[Result]) -> tuple[float, list[tuple[float, float]]]:
-    """Streaming bandwidth (B/s) from the largest adds; and (bytes, B/s) for every add size."""
+    """Main-memory bandwidth (B/s) from the largest add; and (bytes, B/s) for every add size."""
     adds = sorted((r for r in results if r.bench.kind == "add"), key=lambda r: r.bench.bytes)
     per_size = [(r.bench.bytes, r.bench.bytes / r.per_op_s) for r in adds]
     if not per_size:
         return 10e9, []
-    largest = [bw for _, bw in per_size[-2:]]
-    return statistics.fmean(largest), per_size
+    return per_size[-1][1], per_size
 
 
-def _mem_gb() -> float | None:
+def _mem_gb(device: str = "cpu") -> float | None:
+    if device == "cuda":
+        try:
+            import torch
+
+            return float(torch.cuda.get_device_properties(0).total_memory) / 1e9
+        except Exception:
+            return None
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
             for line in f:
@@ -664,7 +778,7 @@ def _fusion_check(engine: Engine, timer: Timer) -> tuple[bool, str]:
     conv = Bench("conv", "conv", (64, 64, 28, 3, 1), 0.0, 0.0, 4)
     model, feeds = onnx_chain(conv)
     tries = 6 if timer.budget_s >= 20 else 1
-    t_conv = timer.quiet_burst(engine.prepare_model(model, feeds), 10, tries).run_s
+    t_conv = timer.quiet_burst(engine.prepare_model(model, feeds), 10, tries)
     nodes = list(model.graph.node)
     fused_nodes = []
     for i, n in enumerate(nodes):
@@ -675,25 +789,30 @@ def _fusion_check(engine: Engine, timer: Timer) -> tuple[bool, str]:
         nodes[i] = n
     del model.graph.node[:]
     model.graph.node.extend(fused_nodes)
-    t_both = timer.quiet_burst(engine.prepare_model(model, feeds), 10, tries).run_s
-    relu_alone = 4 * 64 * 28 * 28 * 8 / 20e9 + timer.overhead_s  # a relu's bytes at a modest bandwidth
+    t_both = timer.quiet_burst(engine.prepare_model(model, feeds), 10, tries)
+    adds = Bench("elementwise", "add", (64 * 28, 28), 0.0, 0.0, 4)
+    t_adds = timer.quiet_burst(engine.prepare(adds), 10, tries)
+    t_add = timer.quiet_burst(engine.prepare(adds._replace(chain=1)), 10, tries)
+    alone = max((t_adds - t_add) / 3, timer.overhead_s)  # one standalone elementwise op, same size
     extra = max(0.0, t_both - t_conv) / 4
-    fuses = extra < 0.5 * relu_alone
-    return fuses, (f"a ReLU after a 64x28x28 3x3 conv added {extra * 1e6:.1f} us per op against "
-                   f"{relu_alone * 1e6:.1f} us for a standalone ReLU: "
-                   + ("the runtime folds activations into their producer (FusedConv), and batch norm is "
-                      "folded into the conv weights at export" if fuses else "no fusion seen"))
+    fuses = extra < 0.5 * alone
+    return fuses, (f"a ReLU after a 64x28x28 3x3 conv added {extra * 1e6:.1f} us per op, a standalone "
+                   f"elementwise op of that size takes {alone * 1e6:.1f} us: "
+                   + ("the runtime folds activations into their producer (FusedConv/FusedGemm), and batch "
+                      "norm is folded into the conv weights at export" if fuses else "no fusion seen"))
 
 
 def build_document(*, name: str, engine: Engine, results: Sequence[Result], overhead_s: float,
                    fuses: tuple[bool, str], busy_note: str, wall_s: float) -> dict[str, Any]:
     """The target document (human units, schema of :mod:`ha_bot.targets`) from the measurements."""
-    curves = {c: curve_points(results, overhead_s, c) for c in CURVE_CLASSES}
+    bw, per_size = _bandwidth(results)
+    results = usable(results)
+    gemm = curve_points(results, overhead_s, "matmul")
+    peak = max((y for _, y in gemm), default=0.0) or max(r.bench.flops / r.per_op_s for r in results)
+    vector = peak
+    curves = {c: curve_points(results, overhead_s, c, bandwidth=bw, cap=vector) for c in CURVE_CLASSES}
     curves = {c: pts for c, pts in curves.items() if pts}
     best = {c: max(y for _, y in pts) for c, pts in curves.items()}
-    peak = best.get("matmul") or max(best.values())
-    vector = peak
-    bw, per_size = _bandwidth(results)
     efficiency = {c: _sig(min(1.0, best[c] / (peak if c in MATRIX else vector)), 3) for c in best}
     efficiency["memory"] = 1.0
     grouped = [r for r in results if r.bench.kind == "conv" and r.bench.op_class == ""]
@@ -718,7 +837,7 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
         "peak_tflops": {"fp32": _sig(peak / 1e12)},
         "vector_tflops": _sig(vector / 1e12),
         "mem_bw_gbps": _sig(bw / 1e9),
-        "mem_gb": _sig(_mem_gb() or 0.0, 3) or None,
+        "mem_gb": _sig(_mem_gb(engine.device) or 0.0, 3) or None,
         "tdp_w": None,
         "kernel_overhead_us": _sig(overhead_s * 1e6, 3),
         "fuses_elementwise": fuses[0],
@@ -733,12 +852,19 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
             "matmul efficiency is therefore 1 by construction",
             "vector_tflops = the measured GEMM peak: on a CPU matrix and vector work share the SIMD FMA "
             "units; non-matrix classes are described by their own measured curves",
-            f"mem_bw_gbps: elementwise adds on the largest sizes (streaming, beyond the caches); all sizes: {bw_sizes}",
+            f"mem_bw_gbps: the largest elementwise add ({per_size[-1][0] / 1e6:.0f} MB moved per op: main memory, "
+            f"beyond the caches); smaller working sets run faster from cache, which a single bandwidth "
+            f"cannot say, so activation-heavy ops come out pessimistic. All sizes: {bw_sizes}" if per_size else
+            "mem_bw_gbps: no add was measured; 10 GB/s assumed",
             "efficiency.memory 1: the bandwidth above is already an achieved figure",
             f"kernel_overhead_us: per-op dispatch of the runtime, from a chain of {OVERHEAD_CHAIN} one-element adds",
             f"fuses_elementwise {'true' if fuses[0] else 'false'}: {fuses[1]}",
-            "curves: per-op time of a chain of identical ops minus the per-op overhead (which the cost "
-            "model adds back); factor-2 size bins, geometric means of generic shapes",
+            "curves: per-op time = (chain of K identical ops - chain of 1) / (K - 1), minus the per-op "
+            "overhead (which the cost model adds back); factor-4 size bins, geometric means over generic "
+            "shape families (GEMMs square, wide, tall and with odd row counts; convs 3x3 and 1x1 over a "
+            "channels x resolution grid; softmax/layer norm over short and long rows)",
+            "curves.elementwise: where an add's time is explained by its bytes at mem_bw_gbps the point is "
+            "the vector rate: the op is memory-bound, and fused into a producer it costs next to nothing",
             "reduction = softmax over the last axis (3 FLOPs per element); norm = layer norm (6 per "
             "element); pool = 3x3/2 max pool and global average pool; attention = the exporter's "
             "scale, Q K^T, softmax, x V subgraph",
@@ -790,9 +916,9 @@ def calibrate(*, name: str, budget_s: float = 60, progress: Progress | None = No
     busy_note = ""
     if noisy:
         busy_note = (f" {len(noisy)} of {len(results)} benchmarks never ran while the machine was quiet "
-                     f"(other processes used {load.busy:.0%} of the CPU over the calibration): their "
+                     f"(other processes used {load.others:.0%} of the CPU over the calibration): their "
                      "figures are pessimistic; re-run on a quieter machine or with a larger --budget.")
-    timer.say(f"done in {wall:.1f} s; other processes used {load.busy:.0%} of the CPU meanwhile"
+    timer.say(f"done in {wall:.1f} s; other processes used {load.others:.0%} of the CPU meanwhile"
               + (f"; {len(noisy)} benchmarks without a quiet measurement" if noisy else ""))
     return build_document(name=name, engine=eng, results=results, overhead_s=timer.overhead_s,
                           fuses=fuses, busy_note=busy_note, wall_s=wall)
@@ -874,3 +1000,19 @@ def register(subparsers: Any) -> None:
     c.add_argument("--engine", choices=ENGINES, default="onnxruntime", help="runtime to calibrate (default: onnxruntime)")
     c.add_argument("--device", choices=DEVICES, default="cpu", help="cpu, or cuda (a CUDA GPU)")
     c.set_defaults(func=cmd_calibrate)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ha_bot.calibrate --out FILE ...``: the same as ``ha-bot calibrate``."""
+    parser = argparse.ArgumentParser(prog="python -m ha_bot.calibrate")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["calibrate", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args))
+    except Exception as e:  # HaBotError and friends: one line, like the CLI
+        print(f"ha-bot: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,15 +1,18 @@
 """Measure real latency, to check estimates against: onnxruntime sessions and eager PyTorch.
 
 The onnxruntime session is built exactly as :mod:`ha_bot.calibrate` builds the sessions of its
-micro-benchmarks (same thread count, same graph optimisation level), so that a target calibrated
-with ``ha-bot calibrate`` and a model measured here describe the same runtime.
+micro-benchmarks (:func:`ort_session`: one intra-op thread per core, all graph optimisations, the
+sequential executor, and ``session.force_spinning_stop`` so that the thread pool of a session that
+just ran stops spinning and does not slow the next session down), so that a target calibrated with
+``ha-bot calibrate`` and a model measured here describe the same runtime.
 
 Timing: ``warmup`` untimed runs, then ``reps`` timed runs; the figures are the median and the 10th
 and 90th percentiles of the per-run wall times (``time.perf_counter``; CUDA events on a GPU).
 
-Shared machines: while timing, :class:`LoadMeter` reads ``/proc/stat`` to learn how much of the
-CPU *other* processes used (``Measurement.busy``). :func:`measure_quiet` repeats a burst of runs
-until one was quiet (others under ``QUIET`` of the CPU) or its wait runs out, and keeps the best.
+Shared machines: while timing, :class:`LoadMeter` reads the scheduler's accounting to learn how
+long the runtime's threads sat runnable but waiting for a CPU that another process held
+(``Measurement.busy``). :func:`measure_quiet` repeats a burst of runs until one was quiet (waits
+under ``QUIET`` of the time) or its wait runs out, and keeps the best.
 A CPU runtime with one thread per core slows down far more than its share when another process
 takes a core (every parallel op waits for the thread that was preempted), so unguarded medians on
 a busy machine say more about the neighbours than about the model.
@@ -31,11 +34,11 @@ class Measurement(NamedTuple):
     p10_s: float
     p90_s: float
     reps: int
-    busy: float = 0.0  # share of the machine's CPU time other processes used meanwhile (0..1)
+    busy: float = 0.0  # share of the time the runtime's threads waited for a CPU (0..1), see LoadMeter
 
 
-QUIET = 0.15  # a measurement with other processes using less of the CPU than this is "quiet"
-
+QUIET = 0.05  # a measurement whose threads waited for a CPU less than this share of the time is "quiet"
+TICKS_PER_S = 100.0  # /proc/stat's USER_HZ on Linux
 
 def cpu_threads() -> int:
     """Cores this process may run on (the affinity mask when the OS has one)."""
@@ -77,24 +80,59 @@ def _own_cpu_s() -> float:
     return t.user + t.system
 
 
+def _runqueue_wait_s() -> float | None:
+    """Seconds this process's threads have spent runnable but waiting for a CPU (Linux schedstat)."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    found = False
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[1])
+            found = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9 if found else None
+
+
 class LoadMeter:
-    """Context manager: ``busy`` = share of all CPU time that other processes used inside it."""
+    """Context manager: how much other processes got in the way while it was open.
+
+    ``busy`` (0..1) is the time this process's threads waited for a CPU, over the CPU time the
+    machine had (wall x cores), from ``/proc/self/task/*/schedstat`` (nanosecond accounting); over
+    windows long enough for ``/proc/stat``'s 10 ms ticks (>= 40 of them), at least the share of CPU
+    time other processes used (a neighbour on a core the runtime left idle still takes cache and
+    memory bandwidth). Without schedstat, that share alone. ``others`` is that share in any case.
+    """
 
     def __init__(self) -> None:
-        self.busy = 0.0
-        self._start: tuple[float, float] | None = None
+        self.busy = self.others = 0.0
+        self._stat: tuple[float, float] | None = None
         self._own = 0.0
+        self._wait: float | None = None
+        self._t0 = 0.0
 
     def __enter__(self) -> LoadMeter:
-        self._start, self._own = _proc_stat(), _own_cpu_s()
+        self._stat, self._own, self._wait = _proc_stat(), _own_cpu_s(), _runqueue_wait_s()
+        self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        end = _proc_stat()
-        if self._start is None or end is None or end[1] <= self._start[1]:
-            return
-        others = (end[0] - self._start[0]) - (_own_cpu_s() - self._own)
-        self.busy = min(1.0, max(0.0, others / (end[1] - self._start[1])))
+        wall = time.perf_counter() - self._t0
+        end, wait = _proc_stat(), _runqueue_wait_s()
+        if self._stat is not None and end is not None and end[1] > self._stat[1]:
+            others = (end[0] - self._stat[0]) - (_own_cpu_s() - self._own)
+            self.others = min(1.0, max(0.0, others / (end[1] - self._stat[1])))
+        if self._wait is not None and wait is not None and wall > 0:
+            self.busy = min(1.0, max(0.0, (wait - self._wait) / (wall * cpu_threads())))
+            ticks = (end[1] - self._stat[1]) * TICKS_PER_S if self._stat is not None and end is not None else 0.0
+            if ticks >= 40:  # long enough for /proc/stat's ticks to resolve a few percent
+                self.busy = max(self.busy, self.others)  # also a neighbour on an idle core (caches, memory)
+        else:
+            self.busy = self.others
 
 
 def _better(a: Measurement, b: Measurement | None) -> bool:
@@ -118,8 +156,7 @@ def measure_quiet(fn: Callable[[], object], *, warmup: int = 3, reps: int = 20, 
         with LoadMeter() as load:
             times = time_calls(fn, warmup=0, reps=reps, clock=clock)
         m = summarize(times)._replace(busy=load.busy)
-        if _better(m, best):
-            best = m
+        best = m if best is None or _better(m, best) else best
         if m.busy <= QUIET or time.perf_counter() >= deadline:
             return best
 
@@ -166,6 +203,9 @@ def ort_session(model: str | bytes, *, threads: int | None = None, device: str =
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3
+    # worker threads stop spinning when run() returns: otherwise an idle session's spinning pool
+    # competes with the next session's (timing many sessions in turn would measure that)
+    so.add_session_config_entry("session.force_spinning_stop", "1")
     return ort.InferenceSession(model, so, providers=ort_providers(device))
 
 
