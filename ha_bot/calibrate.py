@@ -840,7 +840,9 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
         "mem_gb": _sig(_mem_gb(engine.device) or 0.0, 3) or None,
         "tdp_w": None,
         "kernel_overhead_us": _sig(overhead_s * 1e6, 3),
-        "fuses_elementwise": fuses[0],
+        # onnxruntime's CPU graph optimisations fold these into Conv/Gemm (FusedConv, FusedGemm) and
+        # batch norm into the conv weights; other elementwise ops (GELU, SiLU, adds) run on their own
+        "fuses_elementwise": ["relu", "clamp", "sigmoid", "tanh", "leaky_relu", "hardsigmoid", "batch_norm"] if fuses[0] else False,
         "efficiency": dict(sorted(efficiency.items())),
         "half_efficiency_gflop": _sig(half / 1e9, 3) if half else None,
         "curves": {c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},

@@ -18,11 +18,12 @@ from typing import NamedTuple
 
 from ha_bot import memory
 from ha_bot.records import FUSIBLE_CLASSES, ModelCount, OpRecord
-from ha_bot.targets import BYTES_PER_ELEMENT, Target
+from ha_bot.targets import BYTES_PER_ELEMENT, Target, fusion_key
 
 MATRIX_CLASSES = frozenset({"matmul", "conv", "dwconv", "attention"})
 # inference batch norm is an affine per-channel scale: runtimes that fuse fold it into the conv
 FUSIBLE_NORMS = ("batch_norm", "BatchNormalization")
+SERIAL_KINDS = frozenset({"cpu", "mcu"})
 FALLBACK = {
     "fp32": ("fp32", "tf32", "bf16", "fp16", "int8"),
     "tf32": ("tf32", "fp32", "bf16", "fp16"),
@@ -114,6 +115,14 @@ def compute_rate(target: Target, precision: str, op_class: str, flops: float) ->
     return peak * eff * flops / (flops + half)
 
 
+def fusible(target: Target, op: OpRecord) -> bool:
+    """Whether the target's runtime folds this op into the kernel that produced its input."""
+    f = target.fuses_elementwise
+    if isinstance(f, frozenset):
+        return fusion_key(op.op) in f
+    return bool(f) and (op.op_class in FUSIBLE_CLASSES or op.op.endswith(FUSIBLE_NORMS))
+
+
 def reference_peak(target: Target) -> float:
     """The peak `half_efficiency_gflop` refers to: 16-bit matrix peak on accelerators, fp32 on CPUs/MCUs."""
     p = target.peak_flops
@@ -138,15 +147,16 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
             continue
         flops = op.flops * scale
         chained = [sid for sid in op.inputs if sid in last_outputs]
-        fused = target.fuses_elementwise and bool(chained) and (
-            op.op_class in FUSIBLE_CLASSES or op.op.endswith(FUSIBLE_NORMS)
-        )
+        fused = bool(chained) and fusible(target, op)
         if fused:  # the producer's output stays on chip: neither re-read nor written twice
             skip = count.tensors.get(chained[0], 0) if chained[0] in count.float_tensors else 0
             nbytes = max(0.0, op_bytes(op, bpe, scale, skip) - op.out * bpe * scale)
         else:
             nbytes = op_bytes(op, bpe, scale)
-        rate = compute_rate(target, precision, op.op_class, flops) if flops else 0.0
+        # a CPU works through the products of a batched matmul one after another: each runs at the
+        # efficiency of its own size; a GPU runs them concurrently, so the total size is what counts
+        size = op.unit_flops if op.unit_flops and target.kind in SERIAL_KINDS else flops
+        rate = compute_rate(target, precision, op.op_class, size) if flops else 0.0
         c = flops / rate if rate else 0.0
         m = nbytes / bw
         overhead = 0.0 if fused else target.kernel_overhead_s

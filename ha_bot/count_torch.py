@@ -202,6 +202,13 @@ def _record(
     is_view = name in handles.VIEW_OPS
     if name == "contiguous" and first is not None and _is_contiguous(first):
         is_view = True
+    # reshape/flatten of a non-contiguous tensor into a contiguous result is a copy, not a view
+    copies = (
+        name in ("reshape", "flatten") and first is not None and out_infos and out_infos[0][1] is not None
+        and not _is_contiguous(first) and _is_contiguous(out_infos[0][0])
+    )
+    if copies:
+        is_view = False
     if name in ("to", "type_as", "float", "half") and first is not None and out_infos[0][1] is not None:
         if first.type().kind() == "TensorType" and first.type().scalarType() == out_infos[0][0].type().scalarType():
             is_view = True
@@ -253,10 +260,15 @@ def _record(
         else:
             fixed += elems * itemsize
 
+    if copies:
+        return OpRecord(kind, scope, "memory", 0, 0, act_in, w_in, out, fixed, True, tuple(in_sids), tuple(out_sids))
     rule = handles.RULES.get(name)
     if rule is None:
         return OpRecord(kind, scope, "other", 0, 0, act_in, w_in, out, fixed, False, tuple(in_sids), tuple(out_sids))
-    op_class, macs, flops = rule(ins, [o for o, _ in out_infos])
+    result = rule(ins, [o for o, _ in out_infos])
+    op_class, macs, flops = result[:3]
+    unit = result[3] if len(result) > 3 else 0
     if op_class == "embedding":  # reads only the gathered rows of the table
         w_in = out
-    return OpRecord(kind, scope, op_class, int(macs), int(flops), act_in, w_in, out, fixed, True, tuple(in_sids), tuple(out_sids))
+    return OpRecord(kind, scope, op_class, int(macs), int(flops), act_in, w_in, out, fixed, True, tuple(in_sids),
+                    tuple(out_sids), int(unit))

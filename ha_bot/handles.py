@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-Rule = Callable[[Sequence[Any], Sequence[Any]], tuple[str, int, int]]
+Rule = Callable[[Sequence[Any], Sequence[Any]], tuple[str, int, int] | tuple[str, int, int, int]]
 
 
 def shape(v: Any) -> list[int]:
@@ -76,14 +76,16 @@ def _linear(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, in
     return "matmul", macs, 2 * macs + (out if has_bias else 0)
 
 
-def _matmul(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int]:
-    a = shape(inputs[0])
+def _matmul(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int, int]:
+    a, b, out = shape(inputs[0]), shape(inputs[1]), shape(outputs[0])
     k = a[-1] if a else 1
     macs = numel(outputs[0]) * k
-    return "matmul", macs, 2 * macs
+    # one product: a batched matmul of activations (both operands >= 3-D) is many small products
+    unit = 2 * math.prod(out[-2:]) * k if len(a) >= 3 and len(b) >= 3 else 0
+    return "matmul", macs, 2 * macs, unit
 
 
-def _addmm(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int]:
+def _addmm(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int, int]:
     # addmm(bias, a, b, beta, alpha) / baddbmm(input, b1, b2, beta, alpha)
     k = shape(inputs[1])[-1]
     out = numel(outputs[0])
@@ -93,7 +95,9 @@ def _addmm(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int
         c = const(scale)
         if c is not None and c != 1:
             extra += out
-    return "matmul", macs, 2 * macs + extra
+    dims = shape(outputs[0])
+    unit = 2 * math.prod(dims[-2:]) * k if len(dims) >= 3 else 0
+    return "matmul", macs, 2 * macs + extra, unit
 
 
 def _einsum(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int]:
@@ -133,13 +137,14 @@ def sdpa_counts(q: list[int], k: list[int], v: list[int], causal: bool) -> tuple
     return macs, 4 * batch_heads * pairs
 
 
-def _sdpa(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int]:
+def _sdpa(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int, int]:
     q, k, v = shape(inputs[0]), shape(inputs[1]), shape(inputs[2])
     causal = bool(const(inputs[5])) if len(inputs) > 5 else False
     macs, extra = sdpa_counts(q, k, v, causal)
     if len(inputs) > 3 and inputs[3].type().kind() != "NoneType":
         extra += math.prod(q[:-2]) * q[-2] * k[-2]  # adding the mask
-    return "attention", macs, 2 * macs + extra
+    flops = 2 * macs + extra
+    return "attention", macs, flops, flops // max(1, math.prod(q[:-2]))  # one head of one sample
 
 
 def _mha_fused(inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[str, int, int]:

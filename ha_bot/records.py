@@ -49,11 +49,12 @@ class OpRecord(NamedTuple):
     supported: bool  # a real FLOP rule exists for this op
     inputs: tuple[int, ...] = ()  # storage ids of activation tensors read (liveness)
     outputs: tuple[int, ...] = ()  # storage ids this op creates (views create none)
+    unit_flops: int = 0  # FLOPs of one independent product in a batched op (bmm, attention heads); 0: one product
 
     def to_json(self) -> list[Any]:
         return [
             self.op, self.scope, self.op_class, self.macs, self.flops, self.act_in, self.w_in,
-            self.out, self.fixed_bytes, self.supported, list(self.inputs), list(self.outputs),
+            self.out, self.fixed_bytes, self.supported, list(self.inputs), list(self.outputs), self.unit_flops,
         ]
 
     @classmethod
@@ -61,6 +62,7 @@ class OpRecord(NamedTuple):
         return cls(
             str(row[0]), str(row[1]), str(row[2]), int(row[3]), int(row[4]), int(row[5]),
             int(row[6]), int(row[7]), int(row[8]), bool(row[9]), tuple(row[10]), tuple(row[11]),
+            int(row[12]) if len(row) > 12 else 0,
         )
 
 

@@ -20,7 +20,8 @@ A YAML file holds one target mapping, or ``targets:`` with a list of them::
     tdp_w: 700                   # full-load power, W; null: energy is not estimated
     idle_fraction: 0.3           # P = tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)
     kernel_overhead_us: 4.0      # per-kernel launch/dispatch cost, us (default by kind)
-    fuses_elementwise: true      # the runtime folds elementwise ops into their producer
+    fuses_elementwise: true      # the runtime folds elementwise ops into their producer: true, false,
+                                 #   or the ops it folds, e.g. [relu, clamp, sigmoid, tanh, batch_norm]
     efficiency: {matmul: 0.8}    # max fraction of peak per op class (memory: of bandwidth), 0 < x <= 1;
                                  #   classes not given take DEFAULT_EFFICIENCY
     half_efficiency_gflop: 1.0   # op size (GFLOP) at which compute efficiency is half its max
@@ -54,6 +55,16 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
 
 
+_FUSION_ALIASES = {"batchnormalization": "batchnorm", "clip": "clamp", "hardtanh": "clamp", "relu6": "clamp",
+                   "hardsigmoid": "hardsigmoid", "leakyrelu": "leakyrelu"}
+
+
+def fusion_key(op: str) -> str:
+    """'aten::relu_' / 'onnx::Relu' / 'relu' -> 'relu'; 'aten::batch_norm' / 'BatchNormalization' -> 'batchnorm'."""
+    name = op.rsplit("::", 1)[-1].lower().rstrip("_").replace("_", "")
+    return _FUSION_ALIASES.get(name, name)
+
+
 class Target(NamedTuple):
     id: str
     name: str
@@ -67,7 +78,7 @@ class Target(NamedTuple):
     tdp_w: float | None  # board/chip power at full load (None: energy not estimated)
     idle_fraction: float  # share of tdp_w drawn at zero utilisation (power model)
     kernel_overhead_s: float  # per-kernel launch/dispatch overhead
-    fuses_elementwise: bool  # the runtime fuses elementwise ops into their producer
+    fuses_elementwise: bool | frozenset[str]  # fuses elementwise ops into their producer: all, none, or these (fusion_key names)
     efficiency: dict[str, float]  # op class -> max fraction of peak; "memory" -> bandwidth fraction
     half_flops: float  # op size (FLOPs) at which compute efficiency reaches half its max
     curves: dict[str, tuple[tuple[float, float], ...]]  # calibrated: op class -> ((op FLOPs, FLOP/s), ...)
@@ -217,8 +228,10 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
             sources[group] = at.texts(v, f"sources.{group}")
 
     fuses = doc.get("fuses_elementwise", base.fuses_elementwise if base else True)
-    if not isinstance(fuses, bool):
-        raise at.error("fuses_elementwise", f"must be true or false, got {fuses!r}")
+    if isinstance(fuses, list) and all(isinstance(x, str) for x in fuses):
+        fuses = frozenset(fusion_key(x) for x in fuses)
+    elif not isinstance(fuses, (bool, frozenset)):
+        raise at.error("fuses_elementwise", f"must be true, false or a list of op names like [relu, batch_norm], got {fuses!r}")
     idle = number("idle_fraction", "idle_fraction", 1.0, default=DEFAULT_IDLE_FRACTION,
                   low_ok=True, high=1.0)
     overhead = number("kernel_overhead_us", "kernel_overhead_s", 1e-6,
@@ -451,7 +464,8 @@ def target_details(t: Target) -> str:
         f"  on-chip: {_fmt(t.onchip_bytes, 1e6)} MB    flash: {_fmt(t.flash_bytes, 1e6)} MB",
         f"  power: {power}",
         f"  kernel overhead: {t.kernel_overhead_s * 1e6:g} us    "
-        f"fuses elementwise: {'yes' if t.fuses_elementwise else 'no'}",
+        "fuses elementwise: " + (", ".join(sorted(t.fuses_elementwise)) if isinstance(t.fuses_elementwise, frozenset)
+                                 else ("yes" if t.fuses_elementwise else "no")),
         "  efficiency (max fraction of peak; memory: of bandwidth): "
         + ", ".join(f"{c} {v:g}" for c, v in t.efficiency.items()),
         f"  half efficiency at: {t.half_flops / 1e9:.3g} GFLOP",

@@ -174,3 +174,28 @@ def test_training_step_memory_and_time(optimizer, state):
         half.memory_bytes == p * 2 + p * 2 + p * state + p * 4 + saved // 2
     )  # + fp32 master weights
     assert half.epoch_s is None
+
+
+def test_fusion_list_folds_only_the_named_ops():
+    n = 10**6
+    ops = [
+        op(macs=n, flops=2 * n, act_in=n, out=n, inputs=(0,), outputs=(1,)),
+        op("aten::relu_", "elementwise", flops=n, act_in=n, out=n, inputs=(1,), outputs=()),
+        op("aten::gelu", "elementwise", flops=n, act_in=n, out=n, inputs=(1,), outputs=(2,)),
+    ]
+    c = count(ops, {0: n, 1: n, 2: n})
+    e = cost.estimate(c, target(fuses_elementwise=frozenset({"relu", "batchnorm"})), "fp32", 1)
+    assert [t.bound for t in e.op_times][1] == "fused"
+    assert [t.bound for t in e.op_times][2] != "fused" and e.kernels == 2
+
+
+@pytest.mark.parametrize(("kind", "serial"), [("cpu", True), ("gpu", False)])
+def test_batched_products_run_at_their_own_size_on_serial_targets(kind, serial):
+    # 64 products of 1 MFLOP each: a CPU pays the small-op efficiency 64 times, a GPU runs them together
+    unit, total = 10**6, 64 * 10**6
+    rec = op("aten::matmul", "matmul", macs=total // 2, flops=total, act_in=1, out=1, inputs=(0,), outputs=(1,))._replace(unit_flops=unit)
+    c = count([rec], {0: 1, 1: 1})
+    t = target(kind=kind, half_flops=10**7, kernel_overhead_s=0)
+    e = cost.estimate(c, t, "fp16", 1)
+    size = unit if serial else total
+    assert e.compute_s == pytest.approx(total / (100e12 * size / (size + 10**7)))

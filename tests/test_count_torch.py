@@ -218,3 +218,23 @@ def test_bert_base_seq128_flops():
     c = count_module(zoo.bert_base(), (torch.zeros(1, 128, dtype=torch.long),))
     assert abs(c.flops - 22.35e9) / 22.35e9 < 0.01
     assert abs(2 * c.macs - 22.35e9) / 22.35e9 < 0.01
+
+
+def test_reshape_of_a_non_contiguous_tensor_is_a_copy():
+    model = Fn(lambda m, x: x.transpose(1, 2).reshape(2, -1) + 1)
+    _, ops = ops_of(model, torch.randn(2, 3, 4))
+    assert [o.op_class for o in ops] == ["memory", "elementwise"]
+    model = Fn(lambda m, x: x.reshape(2, -1) + 1)  # contiguous: a view, no kernel
+    _, ops = ops_of(model, torch.randn(2, 3, 4))
+    assert [o.op_class for o in ops] == ["elementwise"]
+
+
+def test_batched_matmul_and_attention_record_the_size_of_one_product():
+    _, ops = ops_of(Fn(lambda m, a, b: a @ b), torch.randn(4, 8, 16), torch.randn(4, 16, 32))
+    assert ops[0].unit_flops == 2 * 8 * 32 * 16
+    _, ops = ops_of(nn.Linear(16, 8), torch.randn(4, 5, 16))
+    assert ops[0].unit_flops == 0  # one GEMM over all rows
+    q = torch.randn(2, 4, 10, 8)
+    _, ops = ops_of(Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v)), q, q, q)
+    (att,) = [o for o in ops if o.op_class == "attention"]
+    assert att.unit_flops * 2 * 4 == att.flops

@@ -259,7 +259,7 @@ LIST = "targets:\n  - id: t\n    kind: gpu\n    peak_tflops:\n      fp32: 10\n  
         (GOOD + "efficiency:\n  gemm: 0.5\n", 7, "efficiency.gemm", "allowed: matmul, conv"),
         (GOOD + "tdp_w: -3\n", 6, "tdp_w", "must be > 0"),
         (GOOD + "idle_fraction: 2\n", 6, "idle_fraction", "<= 1"),
-        (GOOD + "fuses_elementwise: sometimes\n", 6, "fuses_elementwise", "true or false"),
+        (GOOD + "fuses_elementwise: sometimes\n", 6, "fuses_elementwise", "true, false or a list"),
         (GOOD + "base: nvidia_h100_sxn\n", 6, "base", "nvidia_h100_sxm"),
         (GOOD + "curves:\n  matmul: [[1, 2, 3]]\n", 7, "curves.matmul.0", "pair"),
         (GOOD.replace("id: t", "id: 'bad id'"), 1, "id", "not a valid id"),
