@@ -813,6 +813,7 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
     curves = {c: curve_points(results, overhead_s, c, bandwidth=bw, cap=vector) for c in CURVE_CLASSES}
     curves = {c: pts for c, pts in curves.items() if pts}
     best = {c: max(y for _, y in pts) for c, pts in curves.items()}
+    bandwidth_curve = [(b, bps) for b, bps in per_size if bps > 0]
     efficiency = {c: _sig(min(1.0, best[c] / (peak if c in MATRIX else vector)), 3) for c in best}
     efficiency["memory"] = 1.0
     grouped = [r for r in results if r.bench.kind == "conv" and r.bench.op_class == ""]
@@ -845,7 +846,8 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
         "fuses_elementwise": ["relu", "clamp", "sigmoid", "tanh", "leaky_relu", "hardsigmoid", "batch_norm"] if fuses[0] else False,
         "efficiency": dict(sorted(efficiency.items())),
         "half_efficiency_gflop": _sig(half / 1e9, 3) if half else None,
-        "curves": {c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},
+        "curves": {**{c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},
+                   **({"bandwidth": [[_sig(b), _sig(bps / 1e9)] for b, bps in bandwidth_curve]} if bandwidth_curve else {})},
         "sources": {"calibration": [f"ha-bot calibrate on {host} ({where}) {today}: {engine.describe()}"]},
         "notes": (f"Measured by `ha-bot calibrate` in {wall_s:.0f} s: {len(results)} micro-benchmarks. "
                   "Peaks and bandwidth are what this machine achieved, not datasheet figures." + busy_note),
@@ -945,7 +947,7 @@ def derive_for(target: Target, calibrated: Target) -> Target:
         (calibrated.mem_bw * calibrated.efficiency.get("memory", 0.8))
     derived = []
     for c, pts in calibrated.curves.items():
-        if c in curves or not pts:
+        if c in curves or not pts or c == "bandwidth":  # cache sizes are the calibrated machine's own
             continue
         top = max(y for _, y in pts)
         ceiling = _ceiling(target, c)

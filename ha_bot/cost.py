@@ -139,6 +139,7 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
     bpe = BYTES_PER_ELEMENT[precision]
     scale = batch / count.batch
     bw = target.mem_bw * target.efficiency.get("memory", 0.8)
+    bw_curve = target.curves.get("bandwidth")  # calibrated: achieved bandwidth by bytes moved (caches)
     times: list[OpTime] = []
     last_outputs: tuple[int, ...] = ()
     for op in count.ops:
@@ -158,7 +159,7 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
         size = op.unit_flops if op.unit_flops and target.kind in SERIAL_KINDS else flops
         rate = compute_rate(target, precision, op.op_class, size) if flops else 0.0
         c = flops / rate if rate else 0.0
-        m = nbytes / bw
+        m = nbytes / (_interp(bw_curve, nbytes) if bw_curve and nbytes else bw) if nbytes else 0.0
         overhead = 0.0 if fused else target.kernel_overhead_s
         busy = max(c, m)
         t = busy + overhead

@@ -26,7 +26,9 @@ A YAML file holds one target mapping, or ``targets:`` with a list of them::
                                  #   classes not given take DEFAULT_EFFICIENCY
     half_efficiency_gflop: 1.0   # op size (GFLOP) at which compute efficiency is half its max
                                  #   default: fp16/bf16 peak x 1 us (cpu: fp32 peak x 10 us, mcu: x 1 us)
-    curves: {}                   # calibrated: op class -> [[op_flops, achieved_gflops_per_s], ...]
+    curves: {}                   # calibrated: op class -> [[op_flops, achieved_gflops_per_s], ...];
+                                 #   bandwidth -> [[bytes_moved_by_the_op, achieved_gb_per_s], ...]
+                                 #   (working sets that fit in cache run faster than mem_bw_gbps)
     sources: {compute: [URL]}    # field group (compute, memory, cache, power, efficiency) -> URLs
     notes: free text
     assumptions: [judgement calls, stated honestly]   # shown with the notes (Target.notes)
@@ -213,7 +215,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
 
     curves = dict(base.curves) if base else {}
     for c, v in at.mapping(doc.get("curves", {}), "curves").items():
-        at.keys([c], EFFICIENCY_CLASSES, "curves", "op class")
+        at.keys([c], (*EFFICIENCY_CLASSES, "bandwidth"), "curves", "op class")
         if v is None:
             curves.pop(c, None)
         else:

@@ -200,3 +200,16 @@ def test_batched_products_run_at_their_own_size_on_serial_targets(kind, serial):
     size = unit if serial else total
     half = 10**7 * 100e12 / cost.reference_peak(t)  # half_flops is stated at the reference peak
     assert e.compute_s == pytest.approx(total / (100e12 * size / (size + half)))
+
+
+def test_calibrated_bandwidth_curve_makes_cache_resident_ops_faster():
+    small, large = 10**5, 10**8  # elements: 0.8 MB and 800 MB moved at fp32
+    curve = ((1e6, 100e9), (1e9, 25e9))  # bytes moved -> achieved B/s (cache, then DRAM)
+    t = target(curves={"bandwidth": curve}, kernel_overhead_s=0)
+    for n, bw in ((small, None), (large, 25e9)):
+        c = count([op("aten::relu", "elementwise", flops=n, act_in=n, out=n, inputs=(0,), outputs=(1,))], {0: n, 1: n})
+        e = cost.estimate(c, t, "fp32", 1)
+        nbytes = 2 * n * 4
+        expected_bw = bw if bw else cost._interp(curve, nbytes)
+        assert e.memory_s == pytest.approx(nbytes / expected_bw)
+    assert cost._interp(curve, 8e5) > 25e9 * 3
