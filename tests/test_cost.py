@@ -203,7 +203,7 @@ def test_batched_products_run_at_their_own_size_on_serial_targets(kind, serial):
 
 
 def test_calibrated_bandwidth_curve_makes_cache_resident_ops_faster():
-    small, large = 10**5, 10**8  # elements: 0.8 MB and 800 MB moved at fp32
+    small, large = 10**5, 10**9  # elements: 0.8 MB and 8 GB moved at fp32
     curve = ((1e6, 100e9), (1e9, 25e9))  # bytes moved -> achieved B/s (cache, then DRAM)
     t = target(curves={"bandwidth": curve}, kernel_overhead_s=0)
     for n, bw in ((small, None), (large, 25e9)):
