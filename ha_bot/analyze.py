@@ -14,8 +14,24 @@ from ha_bot.records import ModelCount
 Counter = Callable[[ModelSpec, str], ModelCount]
 
 
-def select_targets(config: Config, ids: Sequence[str] = (), files: Sequence[str] = ()) -> list[targets.Target]:
-    """The targets to estimate for: CLI ids override the config's; files and inline definitions add to the pool."""
+def select_targets(
+    config: Config, ids: Sequence[str] = (), files: Sequence[str] = (), calibration: str | None = None,
+) -> list[targets.Target]:
+    """The targets to estimate for: CLI ids override the config's; files and inline definitions add to
+    the pool. With a calibration file, targets without measured curves get curves derived from it."""
+    chosen = _select(config, ids, files)
+    path = calibration or config.calibration
+    if not path:
+        return chosen
+    from ha_bot.calibrate import derive_for
+
+    calibrated = list(targets.load_targets_file(path).values())
+    if len(calibrated) != 1 or not calibrated[0].curves:
+        raise ConfigError("expected one calibrated target (a file written by `ha-bot calibrate`)", file=path)
+    return [t if t.curves else derive_for(t, calibrated[0]) for t in chosen]
+
+
+def _select(config: Config, ids: Sequence[str], files: Sequence[str]) -> list[targets.Target]:
     pool = dict(targets.load_builtin())
     for path in (*config.target_files, *files):
         pool.update(targets.load_targets_file(path))
@@ -50,11 +66,18 @@ def count_model(spec: ModelSpec, root: str) -> ModelCount:
 
 def count_model_deps(spec: ModelSpec, root: str) -> tuple[ModelCount, list[str]]:
     """The count and the repository files it depended on (for the cache)."""
+    count, deps, _ = count_and_measure(spec, root, measure=None)
+    return count, deps
+
+
+def count_and_measure(spec: ModelSpec, root: str, measure: str | None) -> tuple[ModelCount, list[str], dict[str, Any] | None]:
+    """Count a model and, when ``measure`` names a runtime, time it on this machine too."""
     if spec.onnx:
         from ha_bot.count_onnx import count_onnx
 
         path = os.path.join(root, spec.onnx)
-        return count_onnx(path, input_shapes=_onnx_shapes(path, spec)), [os.path.relpath(path, root)]
+        count = count_onnx(path, input_shapes=_onnx_shapes(path, spec))
+        return count, [os.path.relpath(path, root)], _measure_onnx(path, spec, measure) if measure else None
     from ha_bot.sandbox import run_worker
 
     job = {
@@ -63,11 +86,26 @@ def count_model_deps(spec: ModelSpec, root: str) -> tuple[ModelCount, list[str]]
         "kwargs": dict(spec.kwargs),
         "inputs": [{"shape": list(i.shape), "dtype": i.dtype} for i in spec.inputs],
         "device": spec.device,
+        "measure": measure,
     }
     answer = run_worker(job, timeout_s=spec.timeout_s, cwd=root)
     if answer.get("status") != "ok":
         raise ModelError(str(answer.get("error")))
-    return ModelCount.from_json(answer["count"]), list(answer.get("deps", []))
+    return ModelCount.from_json(answer["count"]), list(answer.get("deps", [])), answer.get("measurement")
+
+
+def _measure_onnx(path: str, spec: ModelSpec, engine: str) -> dict[str, Any]:
+    """Time an ONNX model with onnxruntime (the graph runs; no Python model code does)."""
+    if engine != "onnxruntime":
+        raise ModelError(f"`measure: {engine}` needs a Python model; an ONNX model is measured with onnxruntime")
+    from ha_bot import measure
+
+    try:
+        session = measure.ort_session(path)
+        m = measure.measure_session(session, measure.random_feeds(session, [i.shape for i in spec.inputs]), max_wait_s=10.0)
+    except Exception as e:
+        raise ModelError(f"measuring {spec.onnx} with onnxruntime failed: {type(e).__name__}: {e}") from None
+    return {"engine": "onnxruntime", **m._asdict()}
 
 
 def _onnx_shapes(path: str, spec: ModelSpec) -> dict[str, list[int]] | None:
@@ -122,14 +160,24 @@ def analyze(
     batches: Sequence[int] | None = None,
     counter: Counter = count_model,
     progress: Callable[[str], None] | None = None,
+    measure: str | None = None,
 ) -> dict[str, Any]:
+    """``measure`` (or a model's `measure:`) also times each model on this machine."""
     entries = []
     for spec in config.models:
         if progress:
             progress(f"analysing {spec.name}")
         try:
-            count = counter(spec, config.root)
-            entries.append(analyze_model(spec, count, config, chosen, precision, batches))
+            engine = measure or spec.measure
+            measurement = None
+            if engine:
+                count, _, measurement = count_and_measure(spec, config.root, engine)
+            else:
+                count = counter(spec, config.root)
+            entry = analyze_model(spec, count, config, chosen, precision, batches)
+            if measurement:
+                entry["measurement"] = report.measurement_entry(measurement, count.batch, entry["estimates"], chosen)
+            entries.append(entry)
         except ConfigError:
             raise
         except HaBotError as e:

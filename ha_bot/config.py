@@ -76,11 +76,12 @@ class Config:
     informational: bool = False
     fail_on: str = "fail"  # fail | warn | never
     target_lines: tuple[int | None, ...] = ()  # line of each `targets:` item, for error messages
+    calibration: str | None = None  # a calibrated target file: its curves are carried to targets without any
 
 
 _TOP_KEYS = (
     "models", "targets", "target_files", "precision", "batch_sizes", "training", "budgets",
-    "epsilon_pct", "informational", "fail_on",
+    "epsilon_pct", "informational", "fail_on", "calibration",
 )
 _MODEL_KEYS = (
     "name", "python", "onnx", "kwargs", "inputs", "device", "precision", "batch_sizes", "card",
@@ -348,6 +349,10 @@ def parse(doc: Any, *, file: str, root: str) -> Config:
         if not isinstance(doc["informational"], bool):
             raise ctx.fail("expected true or false", doc, "informational", "informational")
         kw["informational"] = doc["informational"]
+    if "calibration" in doc:
+        if not isinstance(doc["calibration"], str):
+            raise ctx.fail("expected the path of a file written by `ha-bot calibrate`", doc, "calibration", "calibration")
+        kw["calibration"] = os.path.join(root, doc["calibration"])
     if "fail_on" in doc:
         if doc["fail_on"] not in ("fail", "warn", "never"):
             raise ctx.fail("expected one of: fail, warn, never", doc, "fail_on", "fail_on")

@@ -37,10 +37,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         cfg = _zero_config(args.model, args.input, args.device)
     else:
         cfg = config.load(args.config)
-    chosen = analyze.select_targets(cfg, args.target, args.targets_file)  # type: ignore[arg-type]
+    chosen = analyze.select_targets(cfg, args.target, args.targets_file, calibration=args.calibration)  # type: ignore[arg-type]
     batches = args.batch or None
     progress = (lambda msg: print(f"ha-bot: {msg}", file=sys.stderr)) if not args.quiet else None
-    doc = analyze.analyze(cfg, chosen, precision=args.precision, batches=batches, progress=progress)  # type: ignore[arg-type]
+    doc = analyze.analyze(cfg, chosen, precision=args.precision, batches=batches, progress=progress, measure=args.measure)  # type: ignore[arg-type]
     if args.json:
         sys.stdout.write(report.dumps(doc))
     elif args.markdown:
@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = a.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the versioned JSON report")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown")
+    a.add_argument("--calibration", metavar="FILE", help="a `ha-bot calibrate` file: targets without measured curves get curves derived from it")
+    a.add_argument("--measure", choices=("onnxruntime", "torch"), help="also run each model on this machine and report the median latency and spread")
     a.add_argument("--output", "-o", metavar="FILE", help="also write the JSON report to FILE")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     a.set_defaults(func=cmd_analyze)

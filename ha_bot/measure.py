@@ -209,6 +209,25 @@ def ort_session(model: str | bytes, *, threads: int | None = None, device: str =
     return ort.InferenceSession(model, so, providers=ort_providers(device))
 
 
+_ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+               "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+               "tensor(bool)": "bool"}
+
+
+def random_feeds(session: Any, shapes: Sequence[Sequence[int]] = ()) -> dict[str, Any]:
+    """Inputs for a session: the given shapes, else the model's own with free dimensions at 1.
+    Floats are normal noise; integers (token ids, indices) are zeros, valid for any table."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i, inp in enumerate(session.get_inputs()):
+        shape = list(shapes[i]) if i < len(shapes) else [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        dtype = np.dtype(_ORT_DTYPES.get(inp.type, "float32"))
+        feeds[inp.name] = rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype)
+    return feeds
+
+
 def ort_feeds(session: Any, inputs: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any]:
     """Session feeds from positional inputs (numpy arrays or CPU tensors) or a name mapping."""
     import numpy as np

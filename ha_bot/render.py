@@ -99,6 +99,8 @@ def model_markdown(model: dict[str, Any]) -> str:
         "",
         md_table(ESTIMATE_HEADER, estimate_rows(model)),
     ]
+    if model.get("measurement"):
+        parts += ["", esc(measurement_line(model["measurement"]))]
     notes = sorted({n for e in model["estimates"] for n in e["notes"]})
     if notes:
         parts += ["", *[f"- {esc(n)}" for n in notes]]
@@ -118,6 +120,14 @@ def model_markdown(model: dict[str, Any]) -> str:
         parts += ["", "<details><summary>Top operators by estimated time</summary>", "",
                   md_table(["op", "class", "count", "MACs", "FLOPs", "bytes", "time share"], rows), "", "</details>"]
     return "\n".join(parts) + "\n"
+
+
+def measurement_line(m: dict[str, Any]) -> str:
+    line = (f"measured here ({m['engine']}, batch {m['batch']}): {fmt_time(m['median_s'])} median, "
+            f"p10-p90 {fmt_time(m['p10_s'])}-{fmt_time(m['p90_s'])} over {m['reps']} runs")
+    for v in m.get("vs_calibrated", []):
+        line += f"; estimate on {v['target']}: {fmt_time(v['estimate_s'])} ({v['ratio']:.2f}x the measurement)"
+    return line
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -156,6 +166,8 @@ def report_text(report: dict[str, Any]) -> str:
         out.append(_text_table(ESTIMATE_HEADER, rows))
         for note in sorted({n for e in m["estimates"] for n in e["notes"]}):
             out.append(f"  note: {note}")
+        if m.get("measurement"):
+            out.append("  " + measurement_line(m["measurement"]))
         if m["unsupported_ops"]:
             out.append("  no FLOP rule (bytes counted): " + ", ".join(
                 f"{u['op']} x{u['count']} ({fmt_pct(u['time_share'])} of time)" for u in m["unsupported_ops"]))

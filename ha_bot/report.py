@@ -146,6 +146,22 @@ def model_entry(
     }
 
 
+def measurement_entry(m: dict[str, Any], batch: int, estimates: Sequence[dict[str, Any]], targets: Sequence[Target]) -> dict[str, Any]:
+    """A measurement on this machine, with the estimate of each calibrated target at the traced batch
+    beside it (a calibrated target is one whose sources name a calibration)."""
+    calibrated = {t.id for t in targets if "calibration" in t.sources}
+    versus = [
+        {"target": e["target"], "estimate_s": e["latency_s"], "ratio": sig(e["latency_s"] / m["median_s"], 4)}
+        for e in estimates if e["target"] in calibrated and e["batch"] == batch and m["median_s"]
+    ]
+    return {
+        "engine": m["engine"], "batch": batch, "median_s": sig(m["median_s"]), "p10_s": sig(m["p10_s"]),
+        "p90_s": sig(m["p90_s"]), "reps": m["reps"], "busy": sig(m.get("busy", 0.0), 3),
+        "vs_calibrated": versus,
+        "note": "measured on this machine; unlike the rest of the report, it varies from run to run",
+    }
+
+
 def error_entry(name: str, source: dict[str, Any], error: str) -> dict[str, Any]:
     return {
         "name": name, "status": "error", "error": error, "source": source, "params": None, "macs": None,

@@ -99,7 +99,32 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         raise _Fail(
             f"tracing with inputs [{shapes}] failed: {type(e).__name__}: {msg}{_user_frame(e.__traceback__, root)}{hint}"
         ) from None
-    return {"status": "ok", "count": count.to_json(), "deps": _repo_files_loaded(root)}
+    answer: dict[str, Any] = {"status": "ok", "count": count.to_json(), "deps": _repo_files_loaded(root)}
+    if job.get("measure"):
+        answer["measurement"] = _measure(job["measure"], model, tuple(inputs), device)
+    return answer
+
+
+def _measure(engine: str, model: Any, inputs: tuple[Any, ...], device: str) -> dict[str, Any]:
+    """Run the model on this machine (warm-up, repetitions): median and spread."""
+    import tempfile
+
+    from ha_bot import measure
+
+    if device == "meta":
+        raise _Fail("`measure:` needs real weights: build the model with `device: cpu`")
+    try:
+        if engine == "torch":
+            m = measure.measure_torch(model, inputs, max_wait_s=10.0)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = measure.export_onnx(model, inputs, os.path.join(tmp, "model.onnx"))
+                m = measure.measure_onnx(path, inputs, max_wait_s=10.0)
+    except _Fail:
+        raise
+    except Exception as e:
+        raise _Fail(f"measuring with {engine} failed: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+    return {"engine": engine, **m._asdict()}
 
 
 def _repo_files_loaded(root: str) -> list[str]:

@@ -195,3 +195,32 @@ def test_targets_lists_builtins(capsys):
     assert "nvidia_h100_sxm" in out and "arm_cortex_m7_stm32h743" in out
     assert main(["targets", "rpi5_cortex_a76"]) == 0
     assert "http" in capsys.readouterr().out
+
+
+def test_measure_reports_median_and_spread_next_to_the_estimate(repo, capsys):
+    code, doc = run_json(capsys, ["analyze", "models/mlp.onnx", "--target", "rpi5_cortex_a76", "--measure", "onnxruntime", "--json", "-q"])
+    assert code == 0
+    m = doc["models"][0]["measurement"]
+    assert m["engine"] == "onnxruntime" and m["reps"] >= 5
+    assert 0 < m["p10_s"] <= m["median_s"] <= m["p90_s"] < 1.0
+    assert m["vs_calibrated"] == []  # rpi5 is a datasheet target, not a calibration of this machine
+    code = main(["analyze", "models/good.py:build", "--input", "1x3x16x16", "--measure", "torch", "-q"])
+    assert code == 0 and "measured here (torch, batch 1)" in capsys.readouterr().out
+
+
+def test_measure_meta_model_is_a_clear_error(repo, capsys):
+    code, doc = run_json(capsys, ["analyze", "models/good.py:build", "--input", "1x3x16x16", "--device", "meta", "--measure", "torch", "--json", "-q"])
+    assert code == 1 and "device: cpu" in doc["models"][0]["error"]
+
+
+def test_calibration_is_carried_to_targets_without_curves(repo, capsys, tmp_path):
+    cal = tmp_path / "cal.yml"
+    cal.write_text(
+        "id: here\nkind: cpu\npeak_tflops: {fp32: 0.2}\nmem_bw_gbps: 20\nmem_gb: 16\n"
+        "curves:\n  matmul: [[1.0e5, 5], [1.0e9, 150]]\n  elementwise: [[1.0e4, 1], [1.0e8, 10]]\n"
+        "sources: {calibration: [ha-bot calibrate on a test machine]}\n"
+    )
+    _, plain = run_json(capsys, ["analyze", "models/mlp.onnx", "--target", "nvidia_t4", "--json", "-q"])
+    _, carried = run_json(capsys, ["analyze", "models/mlp.onnx", "--target", "nvidia_t4", "--calibration", str(cal), "--json", "-q"])
+    assert plain["models"][0]["estimates"][0]["latency_s"] != carried["models"][0]["estimates"][0]["latency_s"]
+    assert "calibration" in carried["targets"]["nvidia_t4"]["sources"]
