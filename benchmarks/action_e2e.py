@@ -30,8 +30,7 @@ REPO = "Codertocat/Hello-World"
 
 
 def run_once(gh: FakeGitHub, work: Path, runner_temp: Path, run_id: int) -> tuple[float, int]:
-    repo, base, head = work / "repo", None, None
-    event = json.loads((work / "event.json").read_text())
+    repo = work / "repo"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))},
         "GITHUB_ACTIONS": "true", "GIT_CONFIG_GLOBAL": str(work / "gitconfig"),
@@ -40,7 +39,6 @@ def run_once(gh: FakeGitHub, work: Path, runner_temp: Path, run_id: int) -> tupl
         "GITHUB_STEP_SUMMARY": str(work / "summary.md"), "GITHUB_OUTPUT": str(work / "out.txt"),
         "GITHUB_RUN_ID": str(run_id), "RUNNER_TEMP": str(runner_temp), "INPUT_GITHUB-TOKEN": "ghs_bench",
     }
-    del base, head, event
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "ha_bot", "action"], env=env, capture_output=True, text=True, cwd=repo)
     return time.perf_counter() - t0, proc.returncode
@@ -54,7 +52,7 @@ def main() -> int:
     with FakeGitHub() as gh:
         for rep in range(args.reps):
             work = Path(tempfile.mkdtemp(prefix="ha-bot-action-bench-"))
-            repo, base, head = make_repo(work)
+            _, base, head = make_repo(work)
             payload = load_event("pull_request.synchronize")
             pr = payload["pull_request"]
             pr["head"]["sha"], pr["base"]["sha"] = head, base
