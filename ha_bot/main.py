@@ -181,6 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ha-bot: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `ha-bot targets | head`: the reader left; not an error
+        sys.stderr.close()
+        return EXIT_OK
     except Exception:  # a bug in ha-bot: the traceback helps us fix it
         import traceback
 

@@ -106,7 +106,7 @@ def model_markdown(model: dict[str, Any]) -> str:
         parts += ["", *[f"- {esc(n)}" for n in notes]]
     if model["unsupported_ops"]:
         parts += ["", "Ops without a FLOP rule (bytes still counted): " + ", ".join(
-            f"`{esc(u['op'])}` x{u['count']} ({fmt_pct(u['time_share'])} of time)" for u in model["unsupported_ops"])]
+            f"{code(u['op'])} x{u['count']} ({fmt_pct(u['time_share'])} of time)" for u in model["unsupported_ops"])]
     if model.get("training"):
         rows = [[esc(t["target"]), t["precision"], str(t["batch"]), t["optimizer"], fmt_time(t["step_s"]),
                  fmt_time(t["epoch_s"]), fmt_bytes(t["memory_bytes"]), fmt_fit(t["fits"])] for t in model["training"]]
@@ -115,7 +115,7 @@ def model_markdown(model: dict[str, Any]) -> str:
                   "", "</details>"]
     top = model["ops"][:8]
     if top:
-        rows = [[f"`{esc(o['op'])}`", o["op_class"], str(o["count"]), fmt_count(o["macs"]), fmt_count(o["flops"]),
+        rows = [[code(o["op"]), o["op_class"], str(o["count"]), fmt_count(o["macs"]), fmt_count(o["flops"]),
                  fmt_bytes(o["bytes"]), fmt_pct(o["time_share"])] for o in top]
         parts += ["", "<details><summary>Top operators by estimated time</summary>", "",
                   md_table(["op", "class", "count", "MACs", "FLOPs", "bytes", "time share"], rows), "", "</details>"]
