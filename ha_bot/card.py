@@ -326,8 +326,6 @@ def _training_data(t: Mapping[str, Any]) -> dict[str, Any]:
 
 def hardware_data(model: Mapping[str, Any], version: str, training: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The value of the ``hardware:`` key: plain data in a fixed key order, numbers rounded."""
-    from ha_bot import trainlog
-
     cov = model.get("coverage") or {}
     data: dict[str, Any] = {
         "generator": f"ha-bot {version}",
@@ -341,6 +339,8 @@ def hardware_data(model: Mapping[str, Any], version: str, training: Mapping[str,
         "training": [_training_data(t) for t in sorted(model.get("training") or [], key=_order)],
     }
     if training is not None:
+        from ha_bot import trainlog  # only with a training log: the hook's no-op run stays fast
+
         data["training_run"] = trainlog.training_data(training["summary"], training.get("comparison"))
     return _rounded(data)
 
@@ -363,7 +363,7 @@ def _order(e: Mapping[str, Any]) -> tuple[str, int]:
 
 def render_section(model: Mapping[str, Any], version: str, training: Mapping[str, Any] | None = None) -> str:
     """The Markdown between the markers (LF line endings)."""
-    from ha_bot import render, trainlog
+    from ha_bot import render
 
     cov = model.get("coverage") or {}
     parts = [
@@ -398,6 +398,8 @@ def render_section(model: Mapping[str, Any], version: str, training: Mapping[str
         parts += ["", "### Training step (estimate: forward + backward + optimizer update)", "",
                   render.md_table(["target", "precision", "batch", "optimizer", "step", "epoch", "memory", "fits"], rows)]
     if training is not None:
+        from ha_bot import trainlog
+
         parts += ["", trainlog.render_training(training["summary"], training.get("comparison")).rstrip("\n")]
     return "\n".join(parts) + "\n"
 

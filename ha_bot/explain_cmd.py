@@ -13,11 +13,14 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ha_bot.advice import Advice
 from ha_bot.errors import HaBotError
-from ha_bot.narrate import AUDIENCES, DEFAULT_MODEL
+
+if TYPE_CHECKING:  # narrate and advice load only when `explain` runs: `ha-bot card` stays fast
+    from ha_bot.advice import Advice
+
+AUDIENCES = ("engineer", "summary")
 
 NARRATIVE_CACHE = os.path.join(".ha-bot-cache", "narratives")
 
@@ -40,7 +43,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-cache", action="store_true", help="analyse everything again; do not reuse a cached narrative")
     p.add_argument("--audience", choices=AUDIENCES, default="engineer", help="engineer (default) or summary (two plain sentences)")
     p.add_argument("--api-key", metavar="KEY", help="Anthropic API key (default: $ANTHROPIC_API_KEY; none: the deterministic narrative)")
-    p.add_argument("--model", metavar="NAME", help=f"LLM model (default: $HA_BOT_LLM_MODEL or {DEFAULT_MODEL})")
+    p.add_argument("--model", metavar="NAME", help="LLM model (default: $HA_BOT_LLM_MODEL or ha-bot's default)")
     p.add_argument("--advice-only", action="store_true", help="print the advice only: no narrative, no API call")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_explain)
@@ -108,7 +111,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         key = args.api_key if args.api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         n = narrate.narrate(
             loaded.diff, api_key=key, audience=args.audience,
-            model=args.model or os.environ.get("HA_BOT_LLM_MODEL") or DEFAULT_MODEL,
+            model=args.model or os.environ.get("HA_BOT_LLM_MODEL") or narrate.DEFAULT_MODEL,
             cache_dir=None if args.no_cache else NARRATIVE_CACHE, advice_by_model=advice, log=say,
         )
         out = [f"Narrative ({n.source}):", n.text, *([f"({n.note})"] if n.note else []), "", *out]
