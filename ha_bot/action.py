@@ -110,6 +110,12 @@ def read_env(env: Mapping[str, str]) -> Env:
     )
 
 
+def cache_root(env: Env) -> str:
+    """Counts and narratives are cached in the workspace, so `actions/cache` can keep them between
+    runs (`path: .ha-bot-cache`); the cache is content-addressed, so a stale entry is never used."""
+    return os.path.join(env.workspace, ".ha-bot-cache")
+
+
 def log(msg: str) -> None:
     print(f"ha-bot: {msg}", file=sys.stderr, flush=True)
 
@@ -269,7 +275,7 @@ def analyse_pr(inputs: ActionInputs, env: Env, environ: Mapping[str, str], clien
             base_ref=inputs.base_ref or base_sha or None,
             head_ref=head_sha or None,
             config_path=inputs.config,
-            cache_dir=os.path.join(environ.get("RUNNER_TEMP") or env.workspace, ".ha-bot-cache"),
+            cache_dir=cache_root(env),
             progress=log,
         )
     except HaBotError as e:
@@ -338,7 +344,7 @@ def _extras(inputs: ActionInputs, env: Env, result: Any, d: dict[str, Any], *, f
             extra["card_diffs"] = outcome.diffs
             d["status"] = "success" if d.get("informational") else "failure"
     key = "" if fork else inputs.anthropic_api_key
-    cache_dir = os.path.join(os.environ.get("RUNNER_TEMP") or env.workspace, ".ha-bot-cache", "narratives")
+    cache_dir = os.path.join(cache_root(env), "narratives")
     extra.update(narrate.comment_kwargs(d, api_key=key, audience=inputs.audience, cache_dir=cache_dir,
                                         head_report=result.head_report, log=log))
     return extra
