@@ -346,7 +346,7 @@ def _extras(inputs: ActionInputs, env: Env, result: Any, d: dict[str, Any], *, f
     key = "" if fork else inputs.anthropic_api_key
     cache_dir = os.path.join(cache_root(env), "narratives")
     extra.update(narrate.comment_kwargs(d, api_key=key, audience=inputs.audience, cache_dir=cache_dir,
-                                        head_report=result.head_report, log=log))
+                                        head_report=result.head_report, log=log, **result.config.narrative))
     return extra
 
 

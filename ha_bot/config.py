@@ -77,12 +77,14 @@ class Config:
     fail_on: str = "fail"  # fail | warn | never
     target_lines: tuple[int | None, ...] = ()  # line of each `targets:` item, for error messages
     calibration: str | None = None  # a calibrated target file: its curves are carried to targets without any
+    narrative: Mapping[str, Any] = field(default_factory=dict)  # LLM settings: model, max_tokens, temperature, timeout_s, token_cap
 
 
 _TOP_KEYS = (
     "models", "targets", "target_files", "precision", "batch_sizes", "training", "budgets",
-    "epsilon_pct", "informational", "fail_on", "calibration",
+    "epsilon_pct", "informational", "fail_on", "calibration", "narrative",
 )
+_NARRATIVE_KEYS = {"model": str, "max_tokens": int, "temperature": float, "timeout_s": float, "token_cap": int}
 _MODEL_KEYS = (
     "name", "python", "onnx", "kwargs", "inputs", "device", "precision", "batch_sizes", "card",
     "training_log", "measure", "timeout", "budgets",
@@ -353,6 +355,21 @@ def parse(doc: Any, *, file: str, root: str) -> Config:
         if not isinstance(doc["calibration"], str):
             raise ctx.fail("expected the path of a file written by `ha-bot calibrate`", doc, "calibration", "calibration")
         kw["calibration"] = os.path.join(root, doc["calibration"])
+    if "narrative" in doc:
+        nar = doc["narrative"]
+        if not isinstance(nar, Mapping):
+            raise ctx.fail("expected {model: ..., max_tokens: N, temperature: T, timeout_s: S, token_cap: N}", doc, "narrative", "narrative")
+        _check_keys(ctx, nar, tuple(_NARRATIVE_KEYS), "narrative")
+        for key, kind in _NARRATIVE_KEYS.items():
+            v = nar.get(key)
+            if v is None:
+                continue
+            ok = isinstance(v, str) and bool(v) if kind is str else (not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0)
+            if kind is int and ok:
+                ok = isinstance(v, int)
+            if not ok:
+                raise ctx.fail(f"expected a {'name' if kind is str else 'non-negative ' + kind.__name__}", nar, key, f"narrative.{key}")
+        kw["narrative"] = _plain(nar)
     if "fail_on" in doc:
         if doc["fail_on"] not in ("fail", "warn", "never"):
             raise ctx.fail("expected one of: fail, warn, never", doc, "fail_on", "fail_on")

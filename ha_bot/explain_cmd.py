@@ -30,6 +30,7 @@ class Loaded(NamedTuple):
     head_report: dict[str, Any] | None
     counts: dict[str, Any]  # model name -> ModelCount, where the count cache has it
     targets: dict[str, Any] | None  # target id -> Target, when the real profiles are known
+    narrative: dict[str, Any] = {}  # the config's `narrative:` settings (local diffs only)  # noqa: RUF012
 
 
 def register(subparsers: Any) -> None:
@@ -85,7 +86,7 @@ def load_local(args: argparse.Namespace, say: Any) -> Loaded:
             pool = {t.id: t for t in analyze.select_targets(result.config)}
         except HaBotError:
             pool = None
-    return Loaded(result.diff, result.head_report, counts, pool)
+    return Loaded(result.diff, result.head_report, counts, pool, dict(result.config.narrative))
 
 
 def format_advice(advice: Mapping[str, Sequence[Advice]]) -> str:
@@ -109,9 +110,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     out = ["Advice (rule-based; effects estimated by the cost model):", format_advice(advice)]
     if not args.advice_only:
         key = args.api_key if args.api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        settings = dict(loaded.narrative)
+        settings["model"] = args.model or os.environ.get("HA_BOT_LLM_MODEL") or settings.get("model") or narrate.DEFAULT_MODEL
         n = narrate.narrate(
-            loaded.diff, api_key=key, audience=args.audience,
-            model=args.model or os.environ.get("HA_BOT_LLM_MODEL") or narrate.DEFAULT_MODEL,
+            loaded.diff, api_key=key, audience=args.audience, **settings,
             cache_dir=None if args.no_cache else NARRATIVE_CACHE, advice_by_model=advice, log=say,
         )
         out = [f"Narrative ({n.source}):", n.text, *([f"({n.note})"] if n.note else []), "", *out]

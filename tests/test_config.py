@@ -190,3 +190,12 @@ def test_inline_custom_target(tmp_path):
     chosen = analyze.select_targets(cfg)
     assert [t.id for t in chosen] == ["rpi5_cortex_a76", "my_npu"]
     assert chosen[1].peak_flops == {"int8": 26e12}
+
+
+def test_narrative_settings(tmp_path):
+    cfg = config.load(write(tmp_path, "models:\n  - name: a\n    onnx: a.onnx\nnarrative: {model: claude-x, max_tokens: 300, timeout_s: 10}\n"))
+    assert cfg.narrative == {"model": "claude-x", "max_tokens": 300, "timeout_s": 10}
+    with pytest.raises(ConfigError, match=r"narrative\.max_tokens"):
+        config.load(write(tmp_path, "models:\n  - name: a\n    onnx: a.onnx\nnarrative: {max_tokens: many}\n"))
+    with pytest.raises(ConfigError, match=r"narrative\.modle"):
+        config.load(write(tmp_path, "models:\n  - name: a\n    onnx: a.onnx\nnarrative: {modle: x}\n"))
