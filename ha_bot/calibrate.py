@@ -844,6 +844,8 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
         # onnxruntime's CPU graph optimisations fold these into Conv/Gemm (FusedConv, FusedGemm) and
         # batch norm into the conv weights; other elementwise ops (GELU, SiLU, adds) run on their own
         "fuses_elementwise": ["relu", "clamp", "sigmoid", "tanh", "leaky_relu", "hardsigmoid", "batch_norm"] if fuses[0] else False,
+        # an exported permute/transpose is an ONNX Transpose node: a real copy in onnxruntime
+        "copies_views": ["permute", "transpose"] if engine.name == "onnxruntime" else [],
         "efficiency": dict(sorted(efficiency.items())),
         "half_efficiency_gflop": _sig(half / 1e9, 3) if half else None,
         "curves": {**{c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},

@@ -144,7 +144,14 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
     last_outputs: tuple[int, ...] = ()
     for op in count.ops:
         if op.op_class == "view":
-            times.append(OpTime(0.0, 0.0, 0.0, 0.0, "none", 0.0))
+            if op.out and target.copies_views and fusion_key(op.op) in target.copies_views:
+                copied = 2 * op.out * bpe * scale  # the runtime copies it: read and write every element
+                m = copied / (_interp(bw_curve, copied) if bw_curve else bw)
+                t = m + target.kernel_overhead_s
+                e = t * target.tdp_w * (target.idle_fraction + (1 - target.idle_fraction)) if target.tdp_w else 0.0
+                times.append(OpTime(t, 0.0, m, target.kernel_overhead_s, "memory", e))
+            else:
+                times.append(OpTime(0.0, 0.0, 0.0, 0.0, "none", 0.0))
             continue
         flops = op.flops * scale
         chained = [sid for sid in op.inputs if sid in last_outputs]

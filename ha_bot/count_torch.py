@@ -241,7 +241,10 @@ def _record(
         for o, _ in out_infos:
             if src is not None:
                 w.storage[o.unique()] = src
-        return OpRecord(kind, scope, "view", 0, 0, 0, 0, 0, 0, True, tuple(in_sids), ())
+        # no kernel and no bytes here; `out` keeps the elements a runtime that materialises this
+        # view (onnxruntime's Transpose) would copy, for targets with `copies_views`
+        moved = sum(info[0] for _, info in out_infos if info is not None and info[1]) if name in ("permute", "transpose") else 0
+        return OpRecord(kind, scope, "view", 0, 0, 0, 0, moved, 0, True, tuple(in_sids), ())
 
     out = 0
     out_sids: list[int] = []

@@ -109,7 +109,7 @@ def model_entry(
         for e in scale_targets:
             mod["time_s"][e.target] += e.op_times[i].time_s
 
-    supported_time = sum(t for op, t in zip(count.ops, times) if op.supported and op.op_class != "view")
+    supported_time = sum(t for op, t in zip(count.ops, times) if op.supported)
     return {
         "name": name,
         "status": "ok",

@@ -26,6 +26,7 @@ A YAML file holds one target mapping, or ``targets:`` with a list of them::
                                  #   classes not given take DEFAULT_EFFICIENCY
     half_efficiency_gflop: 1.0   # op size (GFLOP) at which compute efficiency is half its max
                                  #   default: fp16/bf16 peak x 1 us (cpu: fp32 peak x 10 us, mcu: x 1 us)
+    copies_views: []             # view ops the runtime executes as copies (onnxruntime: [permute, transpose])
     curves: {}                   # calibrated: op class -> [[op_flops, achieved_gflops_per_s], ...];
                                  #   bandwidth -> [[bytes_moved_by_the_op, achieved_gb_per_s], ...]
                                  #   (working sets that fit in cache run faster than mem_bw_gbps)
@@ -87,13 +88,14 @@ class Target(NamedTuple):
     sources: dict[str, tuple[str, ...]]  # field group -> URLs
     notes: str
     origin: str  # "builtin" or the file it came from
+    copies_views: frozenset[str] = frozenset()  # view ops the runtime runs as copies (onnxruntime: permute, transpose)
 
 
 KINDS = ("gpu", "cpu", "mcu", "npu", "tpu")
 FIELDS = (
     "id", "name", "kind", "base", "peak_tflops", "vector_tflops", "mem_bw_gbps", "mem_gb",
     "onchip_mb", "flash_mb", "tdp_w", "idle_fraction", "kernel_overhead_us", "fuses_elementwise",
-    "efficiency", "half_efficiency_gflop", "curves", "sources", "notes", "assumptions",
+    "efficiency", "half_efficiency_gflop", "curves", "sources", "notes", "assumptions", "copies_views",
 )
 EFFICIENCY_CLASSES = tuple(c for c in OP_CLASSES if c != "view")  # views launch nothing
 DEFAULT_EFFICIENCY = {
@@ -253,6 +255,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
         idle_fraction=DEFAULT_IDLE_FRACTION if idle is None else idle,
         kernel_overhead_s=DEFAULT_OVERHEAD_US[kind] * 1e-6 if overhead is None else overhead,
         fuses_elementwise=fuses,
+        copies_views=_copies_views(doc, at, base),
         efficiency={c: efficiency[c] for c in EFFICIENCY_CLASSES},
         half_flops=half,
         curves=curves,
@@ -336,6 +339,15 @@ def _line_of(node: Any) -> LineOf:
         return None if line is None else line + 1
 
     return line_of
+
+
+def _copies_views(doc: Mapping[str, Any], at: Any, base: Target | None) -> frozenset[str]:
+    if "copies_views" not in doc:
+        return base.copies_views if base else frozenset()
+    value = doc["copies_views"] or []
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise at.error("copies_views", f"must be a list of view op names like [permute, transpose], got {value!r}")
+    return frozenset(fusion_key(x) for x in value)
 
 
 def _read_yaml(text: str, origin: str, *, fast: bool = False) -> Any:

@@ -213,3 +213,12 @@ def test_calibrated_bandwidth_curve_makes_cache_resident_ops_faster():
         expected_bw = bw if bw else cost._interp(curve, nbytes)
         assert e.memory_s == pytest.approx(nbytes / expected_bw)
     assert cost._interp(curve, 8e5) > 25e9 * 3
+
+
+def test_views_a_runtime_copies_cost_their_bytes():
+    n = 10**6
+    view = op("aten::permute", "view", out=n, inputs=(0,), outputs=())
+    c = count([view], {0: n})
+    assert cost.estimate(c, target(), "fp32", 1).latency_s == 0  # a view: no kernel
+    e = cost.estimate(c, target(copies_views=frozenset({"permute"})), "fp32", 1)
+    assert e.memory_s == pytest.approx(2 * n * 4 / 1e12) and e.kernels == 1
