@@ -30,7 +30,11 @@ def git(repo: str, *args: str) -> str:
 
 
 def toplevel(path: str) -> str:
-    return git(path, "rev-parse", "--show-toplevel")
+    try:
+        return git(path, "rev-parse", "--show-toplevel")
+    except HaBotError:
+        raise HaBotError(f"{os.path.abspath(path)} is not inside a git repository: `ha-bot diff` compares git commits "
+                         "(use `ha-bot analyze` for a single tree)") from None
 
 
 def rev_parse(repo: str, ref: str) -> str:
