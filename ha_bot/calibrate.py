@@ -148,6 +148,15 @@ def _rows(kind: str, cls: str, rows: int, cols: int, per_elem: float, nbytes_per
     return cls, kind, (rows, cols), per_elem * n, nbytes_per * n
 
 
+def _transpose(dims: tuple[int, ...]) -> tuple[str, str, tuple[int, ...], float, float]:
+    """A copy that permutes two middle axes (what a runtime does for an exported permute)."""
+    return "memory", "transpose", dims, 0.0, 2.0 * 4 * math.prod(dims)
+
+
+def transpose_perm(rank: int) -> list[int]:
+    return [0, 2, 1, 3] if rank == 4 else [0, 1, 3, 2, 4, 5]
+
+
 def _pool(kind: str, c: int, h: int) -> tuple[str, str, tuple[int, ...], float, float]:
     n = c * h * h
     if kind == "maxpool":  # 3x3, stride 2, pad 1: out_elems x 9
@@ -208,6 +217,13 @@ def _all_specs() -> list[tuple[str, str, tuple[int, ...], float, float]]:
     for rows, cols in ((8, 64), (32, 128), (64, 256), (128, 384), (128, 768), (256, 768), (512, 768), (1024, 1024),
                        (1024, 64), (4096, 96), (16384, 64)):
         specs.append(_rows("layernorm", "norm", rows, cols, 6, 8))
+    head_dims: tuple[tuple[int, ...], ...] = ((1, 4, 64, 32), (1, 12, 64, 64), (1, 12, 160, 64), (1, 8, 512, 64),
+                                          (1, 56, 56, 96), (1, 28, 28, 384))
+    windows: tuple[tuple[int, ...], ...] = ((1, 8, 7, 8, 7, 96), (1, 4, 7, 4, 7, 384), (1, 16, 7, 16, 7, 32))
+    for dims in head_dims:
+        specs.append(_transpose(dims))  # [0, 2, 1, 3]: attention heads, channels-last and back
+    for dims in windows:
+        specs.append(_transpose(dims))  # [0, 1, 3, 2, 4, 5]: window partition
     for c, h in ((16, 28), (64, 56), (64, 112), (128, 112)):
         specs.append(_pool("maxpool", c, h))
     for c, h in ((64, 7), (256, 7), (512, 14), (1024, 14), (2048, 7), (256, 56)):
@@ -216,7 +232,8 @@ def _all_specs() -> list[tuple[str, str, tuple[int, ...], float, float]]:
 
 
 def _chainable(kind: str) -> bool:
-    return kind not in ("maxpool", "gap")
+    # onnxruntime's transpose optimiser merges consecutive Transposes into one: time them alone
+    return kind not in ("maxpool", "gap", "transpose")
 
 
 def plan(specs: Sequence[tuple[str, str, tuple[int, ...], float, float]], rough_flops: float,
@@ -305,6 +322,14 @@ def onnx_chain(bench: Bench) -> tuple[Any, dict[str, Any]]:
                 nodes.append(helper.make_node("LayerNormalization", [prev, "g", "b"], [f"y{i}"], axis=-1))
             prev = f"y{i}"
         out_shape = x_shape
+    elif kind == "transpose":
+        perm = transpose_perm(len(d))
+        x_shape, prev, shape = list(d), "x", list(d)
+        for i in range(k):
+            nodes.append(helper.make_node("Transpose", [prev], [f"y{i}"], perm=perm))
+            shape = [shape[p] for p in perm]
+            prev = f"y{i}"
+        out_shape = shape
     elif kind == "maxpool":
         c, h = d
         x_shape, prev = [1, c, h, h], "y0"
@@ -472,6 +497,14 @@ def torch_chain(bench: Bench, device: str) -> Callable[[], object]:
             y = x
             for _ in range(k):
                 y = y + x if kind == "add" else torch.softmax(y, -1) if kind == "softmax" else F.layer_norm(y, (d[1],))
+            return y
+    elif kind == "transpose":
+        x, perm = t(d), transpose_perm(len(d))
+
+        def run() -> object:
+            y = x
+            for _ in range(k):
+                y = y.permute(perm).contiguous()
             return y
     elif kind == "maxpool":
         x = t((1, d[0], d[1], d[1]))
@@ -814,6 +847,11 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
     curves = {c: pts for c, pts in curves.items() if pts}
     best = {c: max(y for _, y in pts) for c, pts in curves.items()}
     bandwidth_curve = [(b, bps) for b, bps in per_size if bps > 0]
+    copies: dict[float, list[float]] = {}
+    for r in results:
+        if r.bench.kind == "transpose" and r.per_op_s > 0:
+            copies.setdefault(r.bench.bytes, []).append(r.bench.bytes / r.per_op_s)
+    copy_curve = [(b, math.exp(statistics.fmean(math.log(v) for v in vs))) for b, vs in sorted(copies.items())]
     efficiency = {c: _sig(min(1.0, best[c] / (peak if c in MATRIX else vector)), 3) for c in best}
     efficiency["memory"] = 1.0
     grouped = [r for r in results if r.bench.kind == "conv" and r.bench.op_class == ""]
@@ -849,7 +887,8 @@ def build_document(*, name: str, engine: Engine, results: Sequence[Result], over
         "efficiency": dict(sorted(efficiency.items())),
         "half_efficiency_gflop": _sig(half / 1e9, 3) if half else None,
         "curves": {**{c: [[_sig(f), _sig(y / 1e9)] for f, y in pts] for c, pts in curves.items()},
-                   **({"bandwidth": [[_sig(b), _sig(bps / 1e9)] for b, bps in bandwidth_curve]} if bandwidth_curve else {})},
+                   **({"bandwidth": [[_sig(b), _sig(bps / 1e9)] for b, bps in bandwidth_curve]} if bandwidth_curve else {}),
+                   **({"copy": [[_sig(b), _sig(bps / 1e9)] for b, bps in copy_curve]} if copy_curve else {})},
         "sources": {"calibration": [f"ha-bot calibrate on {host} ({where}) {today}: {engine.describe()}"]},
         "notes": (f"Measured by `ha-bot calibrate` in {wall_s:.0f} s: {len(results)} micro-benchmarks. "
                   "Peaks and bandwidth are what this machine achieved, not datasheet figures." + busy_note),
@@ -949,7 +988,7 @@ def derive_for(target: Target, calibrated: Target) -> Target:
         (calibrated.mem_bw * calibrated.efficiency.get("memory", 0.8))
     derived = []
     for c, pts in calibrated.curves.items():
-        if c in curves or not pts or c == "bandwidth":  # cache sizes are the calibrated machine's own
+        if c in curves or not pts or c in ("bandwidth", "copy"):  # cache sizes are the calibrated machine's own
             continue
         top = max(y for _, y in pts)
         ceiling = _ceiling(target, c)

@@ -24,6 +24,7 @@ MATRIX_CLASSES = frozenset({"matmul", "conv", "dwconv", "attention"})
 # inference batch norm is an affine per-channel scale: runtimes that fuse fold it into the conv
 FUSIBLE_NORMS = ("batch_norm", "BatchNormalization")
 SERIAL_KINDS = frozenset({"cpu", "mcu"})
+TRANSPOSING_COPIES = frozenset({"contiguous", "reshape", "flatten", "transpose", "permute"})  # strided -> dense
 FALLBACK = {
     "fp32": ("fp32", "tf32", "bf16", "fp16", "int8"),
     "tf32": ("tf32", "fp32", "bf16", "fp16"),
@@ -95,6 +96,8 @@ def _interp(curve: tuple[tuple[float, float], ...], flops: float) -> float:
         return curve[-1][1]
     i = bisect.bisect_left(xs, flops)
     (x0, y0), (x1, y1) = curve[i - 1], curve[i]
+    if x1 <= x0:  # repeated sizes in a hand-written curve
+        return max(y0, y1)
     t = (math.log(flops) - math.log(x0)) / (math.log(x1) - math.log(x0))
     return math.exp(math.log(y0) + t * (math.log(y1) - math.log(y0)))
 
@@ -140,13 +143,15 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
     scale = batch / count.batch
     bw = target.mem_bw * target.efficiency.get("memory", 0.8)
     bw_curve = target.curves.get("bandwidth")  # calibrated: achieved bandwidth by bytes moved (caches)
+    copy_curve = target.curves.get("copy")  # calibrated: transposing copies, slower than streaming
     times: list[OpTime] = []
     last_outputs: tuple[int, ...] = ()
     for op in count.ops:
         if op.op_class == "view":
             if op.out and target.copies_views and fusion_key(op.op) in target.copies_views:
                 copied = 2 * op.out * bpe * scale  # the runtime copies it: read and write every element
-                m = copied / (_interp(bw_curve, copied) if bw_curve else bw)
+                curve = copy_curve or bw_curve
+                m = copied / (_interp(curve, copied) if curve else bw)
                 t = m + target.kernel_overhead_s
                 e = t * target.tdp_w * (target.idle_fraction + (1 - target.idle_fraction)) if target.tdp_w else 0.0
                 times.append(OpTime(t, 0.0, m, target.kernel_overhead_s, "memory", e))
@@ -166,7 +171,8 @@ def op_times(count: ModelCount, target: Target, precision: str, batch: int) -> t
         size = op.unit_flops if op.unit_flops and target.kind in SERIAL_KINDS else flops
         rate = compute_rate(target, precision, op.op_class, size) if flops else 0.0
         c = flops / rate if rate else 0.0
-        m = nbytes / (_interp(bw_curve, nbytes) if bw_curve and nbytes else bw) if nbytes else 0.0
+        curve = copy_curve if (copy_curve and fusion_key(op.op) in TRANSPOSING_COPIES) else bw_curve
+        m = nbytes / (_interp(curve, nbytes) if curve else bw) if nbytes else 0.0
         overhead = 0.0 if fused else target.kernel_overhead_s
         busy = max(c, m)
         t = busy + overhead

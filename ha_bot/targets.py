@@ -29,6 +29,7 @@ A YAML file holds one target mapping, or ``targets:`` with a list of them::
     copies_views: []             # view ops the runtime executes as copies (onnxruntime: [permute, transpose])
     curves: {}                   # calibrated: op class -> [[op_flops, achieved_gflops_per_s], ...];
                                  #   bandwidth -> [[bytes_moved_by_the_op, achieved_gb_per_s], ...]
+                                 #   copy -> the same for transposing copies (permute + contiguous)
                                  #   (working sets that fit in cache run faster than mem_bw_gbps)
     sources: {compute: [URL]}    # field group (compute, memory, cache, power, efficiency) -> URLs
     notes: free text
@@ -217,7 +218,7 @@ def parse_target(doc: Mapping[str, Any], *, origin: str, line_of: LineOf | None 
 
     curves = dict(base.curves) if base else {}
     for c, v in at.mapping(doc.get("curves", {}), "curves").items():
-        at.keys([c], (*EFFICIENCY_CLASSES, "bandwidth"), "curves", "op class")
+        at.keys([c], (*EFFICIENCY_CLASSES, "bandwidth", "copy"), "curves", "op class")
         if v is None:
             curves.pop(c, None)
         else:

@@ -207,3 +207,17 @@ def test_accuracy_summary_and_baseline_fit() -> None:
     assert s["worst_ratio"] == pytest.approx(0.4)
     assert acc.within(1.25, 0.25) and not acc.within(1.26, 0.25) and acc.within_factor(0.5, 2)
     assert math.isclose(acc.summary([1, 2], [1, 2])["geomean_ratio"], 1.0)
+
+
+def test_transpose_bench_is_a_real_transpose_graph() -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    spec = calibrate._transpose((1, 2, 3, 4))
+    bench = calibrate.Bench(*spec, 1)
+    model, feeds = calibrate.onnx_chain(bench)
+    [node] = model.graph.node
+    assert node.op_type == "Transpose" and list(node.attribute[0].ints) == [0, 2, 1, 3]
+    out = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    assert np.array_equal(out, feeds["x"].transpose(0, 2, 1, 3))
+    assert spec[4] == 2 * 4 * 24 and not calibrate._chainable("transpose")

@@ -222,3 +222,14 @@ def test_views_a_runtime_copies_cost_their_bytes():
     assert cost.estimate(c, target(), "fp32", 1).latency_s == 0  # a view: no kernel
     e = cost.estimate(c, target(copies_views=frozenset({"permute"})), "fp32", 1)
     assert e.memory_s == pytest.approx(2 * n * 4 / 1e12) and e.kernels == 1
+
+
+def test_transposing_copies_use_the_calibrated_copy_curve():
+    n = 10**6
+    contiguous = op("aten::contiguous", "memory", act_in=n, out=n, inputs=(0,), outputs=(1,))
+    cat = op("aten::cat", "memory", act_in=n, out=n, inputs=(0,), outputs=(2,))
+    c = count([contiguous, cat], {0: n, 1: n, 2: n})
+    t = target(kernel_overhead_s=0, curves={"bandwidth": ((1e3, 100e9), (1e10, 100e9)), "copy": ((1e3, 20e9), (1e10, 20e9))})
+    e = cost.estimate(c, t, "fp32", 1)
+    assert e.op_times[0].memory_s == pytest.approx(8e6 / 20e9)  # a transposing copy
+    assert e.op_times[1].memory_s == pytest.approx(8e6 / 100e9)  # a streaming copy
