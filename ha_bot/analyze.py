@@ -76,7 +76,7 @@ def count_and_measure(spec: ModelSpec, root: str, measure: str | None) -> tuple[
         from ha_bot.count_onnx import count_onnx
 
         path = os.path.join(root, spec.onnx)
-        count = count_onnx(path, input_shapes=_onnx_shapes(path, spec))
+        count = count_onnx(path, input_shapes=[list(i.shape) for i in spec.inputs] or None)
         return count, [os.path.relpath(path, root)], _measure_onnx(path, spec, measure) if measure else None
     from ha_bot.sandbox import run_worker
 
@@ -106,21 +106,6 @@ def _measure_onnx(path: str, spec: ModelSpec, engine: str) -> dict[str, Any]:
     except Exception as e:
         raise ModelError(f"measuring {spec.onnx} with onnxruntime failed: {type(e).__name__}: {e}") from None
     return {"engine": "onnxruntime", **m._asdict()}
-
-
-def _onnx_shapes(path: str, spec: ModelSpec) -> dict[str, list[int]] | None:
-    """Declared `inputs:` of an ONNX model, matched to its graph inputs by position."""
-    if not spec.inputs:
-        return None
-    import onnx
-
-    try:
-        graph = onnx.load(path, load_external_data=False).graph
-    except Exception:
-        return None  # count_onnx reports the unreadable file with the right message
-    weights = {t.name for t in graph.initializer}
-    names = [i.name for i in graph.input if i.name not in weights]
-    return {n: list(s.shape) for n, s in zip(names, spec.inputs)}
 
 
 def cached_counter(cache: Any) -> Counter:

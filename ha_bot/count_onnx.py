@@ -327,9 +327,16 @@ def _skeleton(model: onnx.ModelProto, weights: Mapping[str, TensorProto]) -> onn
 
 
 def _pin_inputs(graph: onnx.GraphProto, weights: Mapping[str, TensorProto], path: str,
-                input_shapes: Mapping[str, Sequence[int]] | None) -> list[onnx.ValueInfoProto]:
-    """Give every real graph input a concrete shape; returns those inputs in order."""
+                input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]] | None,
+                ) -> list[onnx.ValueInfoProto]:
+    """Give every real graph input a concrete shape; returns those inputs in order.
+    ``input_shapes``: by input name, or a list in the graph's input order (a config's `inputs:`)."""
     real = [i for i in graph.input if i.name not in weights]
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        if len(input_shapes) > len(real):
+            raise ModelError(f"{path}: {len(input_shapes)} input shapes given, the model takes {len(real)} "
+                             f"({', '.join(i.name for i in real)})")
+        input_shapes = {i.name: shape for i, shape in zip(real, input_shapes)}
     given = dict(input_shapes or {})
     unknown = sorted(set(given) - {i.name for i in real})
     if unknown:
@@ -617,7 +624,7 @@ def _weight_totals(graph: onnx.GraphProto, weights: Mapping[str, TensorProto],
 
 
 def count_onnx(path: str | os.PathLike[str], *,
-               input_shapes: Mapping[str, Sequence[int]] | None = None) -> ModelCount:
+               input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]] | None = None) -> ModelCount:
     """Count every node of the ONNX model at ``path`` (free input dims: ``input_shapes`` or 1)."""
     path = os.fspath(path)
     model = _load(path)

@@ -224,3 +224,12 @@ def test_calibration_is_carried_to_targets_without_curves(repo, capsys, tmp_path
     _, carried = run_json(capsys, ["analyze", "models/mlp.onnx", "--target", "nvidia_t4", "--calibration", str(cal), "--json", "-q"])
     assert plain["models"][0]["estimates"][0]["latency_s"] != carried["models"][0]["estimates"][0]["latency_s"]
     assert "calibration" in carried["targets"]["nvidia_t4"]["sources"]
+
+
+def test_onnx_inputs_from_the_config_apply_by_position(repo, capsys):
+    path = cfg(repo, "  - {name: mlp, onnx: models/mlp.onnx, inputs: [{shape: [4, 1, 28, 28]}]}\n")
+    code, doc = run_json(capsys, ["analyze", "--config", path, "--json", "-q"])
+    assert code == 0 and doc["models"][0]["traced_batch"] == 4
+    path = cfg(repo, "  - {name: mlp, onnx: models/mlp.onnx, inputs: [{shape: [1, 784]}, {shape: [1]}]}\n")
+    code, doc = run_json(capsys, ["analyze", "--config", path, "--json", "-q"])
+    assert code == 1 and "2 input shapes given" in doc["models"][0]["error"]
